@@ -1,0 +1,136 @@
+# drastack Makefile. A fresh machine needs two targets: `make demo` and
+# `make test`; both build or install what they need into bin/.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+VERSION ?= 0.1.0
+IMG ?= ghcr.io/drastack/drastack:v$(VERSION)
+K8S_VERSION ?= v1.36.3
+
+LOCALBIN ?= $(CURDIR)/bin
+K8S_BIN ?= $(LOCALBIN)/k8s/$(K8S_VERSION)
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+KUSTOMIZE ?= $(LOCALBIN)/kustomize
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+KUSTOMIZE_VERSION ?= v5.8.1
+
+GO_TEST_FLAGS ?=
+E2E_TIMEOUT ?= 45m
+DEMO_ONCE ?=
+
+export DRASTACK_K8S_BIN := $(K8S_BIN)
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs and RBAC from markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./internal/controller/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: generate
+generate: controller-gen ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run gofmt.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: ## Check formatting and vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^bin/')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	go vet -tags e2e ./test/...
+
+.PHONY: verify-generated
+verify-generated: controller-gen ## Fail when generated files (CRDs, RBAC, deepcopy, bundle) are stale.
+	hack/verify-generated.sh
+
+##@ Test
+
+.PHONY: test
+test: tools lint verify-generated test-unit test-e2e ## Everything CI runs: checks, unit, integration and e2e tests.
+
+.PHONY: test-unit
+test-unit: ## Unit tests of pure packages and integration tests against the real API server.
+	go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-e2e
+test-e2e: k8s ## End-to-end tests on the local control plane (kube-apiserver, scheduler, controller-manager, kwok).
+	go test $(GO_TEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -count=1 ./test/e2e/...
+
+.PHONY: bench
+bench: ## Benchmarks: engines side by side, pool validation at scale.
+	go run ./test/bench $(BENCH_FLAGS)
+
+##@ Build
+
+.PHONY: build
+build: ## Build the manager, kubectl-dra and the simulated driver.
+	go build -o $(LOCALBIN)/manager ./cmd/manager
+	go build -o $(LOCALBIN)/kubectl-dra ./cmd/kubectl-dra
+	go build -o $(LOCALBIN)/dra-sim ./cmd/dra-sim
+
+.PHONY: run
+run: manifests generate ## Run the manager against the current kubeconfig.
+	go run ./cmd/manager
+
+##@ Local control plane and demo
+
+.PHONY: k8s
+k8s: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok (cached per machine).
+	hack/build-k8s.sh $(K8S_BIN)
+
+.PHONY: demo
+demo: tools build ## Run the operator on the embedded local control plane; DEMO_ONCE=1 exits after printing.
+	DEMO_ONCE=$(DEMO_ONCE) hack/demo.sh
+
+##@ Deployment
+
+.PHONY: install
+install: manifests kustomize ## Install the CRDs into the current cluster.
+	$(KUSTOMIZE) build config/crd | kubectl apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: kustomize ## Remove the CRDs from the current cluster.
+	$(KUSTOMIZE) build config/crd | kubectl delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: manifests kustomize ## Deploy the operator with kustomize to the current cluster.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default | kubectl apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize ## Remove the operator from the current cluster.
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -f -
+
+.PHONY: bundle
+bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) for VERSION.
+	go run ./hack/bundlegen -version $(VERSION) -image $(IMG) -output .
+
+##@ Tools
+
+.PHONY: tools
+tools: controller-gen kustomize k8s ## Install every tool the Makefile needs into bin/.
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN)
+$(CONTROLLER_GEN):
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+.PHONY: kustomize
+kustomize: $(KUSTOMIZE)
+$(KUSTOMIZE):
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)

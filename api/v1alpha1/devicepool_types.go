@@ -1,0 +1,174 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PoolHealth is a pool's overall state.
+// +kubebuilder:validation:Enum=Healthy;Incomplete;Invalid;Degraded
+type PoolHealth string
+
+// Pool health values (SEMANTICS.md).
+const (
+	// PoolHealthy: complete, valid, allocations consistent.
+	PoolHealthy PoolHealth = "Healthy"
+	// PoolIncomplete: the current generation is missing slices.
+	PoolIncomplete PoolHealth = "Incomplete"
+	// PoolInvalid: a validation rule is broken; allocators ignore the pool.
+	PoolInvalid PoolHealth = "Invalid"
+	// PoolDegraded: valid, but allocations disagree with the slices.
+	PoolDegraded PoolHealth = "Degraded"
+)
+
+// DevicePool reports one resource pool, identified by (driver, pool): its
+// slices, devices, counters, health and problems. It is written only by the
+// operator; the name is derived from driver and pool, and the real names
+// are in status.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=pool;pools,categories=dra
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Driver",type=string,JSONPath=`.status.driver`
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.status.pool`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
+// +kubebuilder:printcolumn:name="Devices",type=integer,JSONPath=`.status.devices.total`
+// +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.devices.allocated`
+// +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DevicePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// status is the operator's report on the pool.
+	// +optional
+	Status DevicePoolStatus `json:"status,omitempty"`
+}
+
+// DevicePoolStatus is the operator's report on one pool.
+type DevicePoolStatus struct {
+	// driver is the DRA driver name.
+	// +optional
+	Driver string `json:"driver,omitempty"`
+	// pool is the pool name within the driver.
+	// +optional
+	Pool string `json:"pool,omitempty"`
+	// node is set for node-local pools.
+	// +optional
+	Node string `json:"node,omitempty"`
+	// generation is the pool's current generation.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
+	// slices counts the pool's ResourceSlices.
+	// +optional
+	Slices SliceCounts `json:"slices,omitempty"`
+	// devices counts the pool's devices by state.
+	// +optional
+	Devices DeviceCounts `json:"devices,omitempty"`
+	// counterSets are the pool's shared counters with their consumption by
+	// allocated devices.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	CounterSets []CounterSetStatus `json:"counterSets,omitempty"`
+	// health is Healthy, Incomplete, Invalid or Degraded.
+	// +optional
+	Health PoolHealth `json:"health,omitempty"`
+	// reason is the reason code of the most important problem, if any.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// healthTransitionTime is when health last changed.
+	// +optional
+	HealthTransitionTime *metav1.Time `json:"healthTransitionTime,omitempty"`
+	// incompleteSince is when the pool's current generation was first seen
+	// incomplete; unset when complete.
+	// +optional
+	IncompleteSince *metav1.Time `json:"incompleteSince,omitempty"`
+	// problems found, most severe first, capped by spec.pools.maxProblems.
+	// +listType=atomic
+	// +optional
+	Problems []PoolProblem `json:"problems,omitempty"`
+	// moreProblems counts problems not listed.
+	// +optional
+	MoreProblems int32 `json:"moreProblems,omitempty"`
+	// conditions: Valid, Complete, Consistent.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SliceCounts counts a pool's slices.
+type SliceCounts struct {
+	// current is the number of slices of the current generation.
+	Current int32 `json:"current"`
+	// expected is resourceSliceCount of the current generation.
+	Expected int32 `json:"expected"`
+	// stale is the number of slices of older generations.
+	// +optional
+	Stale int32 `json:"stale,omitempty"`
+}
+
+// DeviceCounts counts a pool's devices.
+type DeviceCounts struct {
+	// total devices in the current generation.
+	Total int32 `json:"total"`
+	// allocated devices (in some claim's allocation).
+	Allocated int32 `json:"allocated"`
+	// tainted devices (NoSchedule or NoExecute).
+	Tainted int32 `json:"tainted"`
+	// free devices: neither allocated nor tainted.
+	Free int32 `json:"free"`
+}
+
+// CounterSetStatus is one shared counter set.
+type CounterSetStatus struct {
+	// name of the counter set.
+	Name string `json:"name"`
+	// counters with capacity and consumption.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Counters []CounterStatus `json:"counters,omitempty"`
+}
+
+// CounterStatus is one counter of a counter set.
+type CounterStatus struct {
+	// name of the counter.
+	Name string `json:"name"`
+	// capacity published by the driver.
+	Capacity resource.Quantity `json:"capacity"`
+	// consumed by allocated devices.
+	Consumed resource.Quantity `json:"consumed"`
+}
+
+// PoolProblem is one finding about a pool.
+type PoolProblem struct {
+	// reason is a reason code (IncompletePool, MissingCounter, ...).
+	Reason string `json:"reason"`
+	// severity is Error or Warning.
+	// +kubebuilder:validation:Enum=Error;Warning
+	Severity string `json:"severity"`
+	// slice where the problem is, if in one slice.
+	// +optional
+	Slice string `json:"slice,omitempty"`
+	// device where the problem is, if in one device.
+	// +optional
+	Device string `json:"device,omitempty"`
+	// message explains the problem.
+	Message string `json:"message"`
+}
+
+// +kubebuilder:object:root=true
+
+// DevicePoolList is a list of DevicePools.
+type DevicePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DevicePool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DevicePool{}, &DevicePoolList{})
+}

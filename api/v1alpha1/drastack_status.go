@@ -1,0 +1,218 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types of a DRAStack.
+const (
+	// ConditionReady is true when the whole stack is valid, compatible and
+	// every part reports ready.
+	ConditionReady = "Ready"
+	// ConditionSpecValid is false when the spec has values the operator
+	// cannot act on; the reason says which field.
+	ConditionSpecValid = "SpecValid"
+	// ConditionClusterCompatible is false when the cluster lacks an API or
+	// feature the spec needs.
+	ConditionClusterCompatible = "ClusterCompatible"
+	// ConditionDriversReady is true when every driver is installed and ready.
+	ConditionDriversReady = "DriversReady"
+	// ConditionPoolsHealthy is true when every device pool is Healthy.
+	ConditionPoolsHealthy = "PoolsHealthy"
+	// ConditionClaimsReady is true when the claim controller keeps up.
+	ConditionClaimsReady = "ClaimsReady"
+	// ConditionProgressing is true while a driver rolls out.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is true when a driver runs but does not work.
+	ConditionDegraded = "Degraded"
+)
+
+// DRAStackStatus reports what the operator observed.
+type DRAStackStatus struct {
+	// observedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, SpecValid, ClusterCompatible, DriversReady,
+	// PoolsHealthy, ClaimsReady, Progressing, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// summary holds short strings for kubectl's table.
+	// +optional
+	Summary *StackSummary `json:"summary,omitempty"`
+
+	// cluster is what the cluster supports, found by discovery and by
+	// server-side dry-run writes.
+	// +optional
+	Cluster *ClusterStatus `json:"cluster,omitempty"`
+
+	// drivers reports each driver of the spec.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Drivers []DriverStatus `json:"drivers,omitempty"`
+
+	// multiHost reports each multi-host entry of the spec.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	MultiHost []MultiHostStatus `json:"multiHost,omitempty"`
+
+	// pools counts DevicePools by health.
+	// +optional
+	Pools *PoolCounts `json:"pools,omitempty"`
+
+	// claims counts the claims the operator allocates.
+	// +optional
+	Claims *ClaimCounts `json:"claims,omitempty"`
+}
+
+// StackSummary holds short human-readable counts for printer columns.
+type StackSummary struct {
+	// drivers is "ready/total" drivers.
+	// +optional
+	Drivers string `json:"drivers,omitempty"`
+	// pools is "healthy/total" device pools.
+	// +optional
+	Pools string `json:"pools,omitempty"`
+}
+
+// ClusterStatus is what the cluster's API server supports.
+type ClusterStatus struct {
+	// kubernetesVersion is the API server's git version.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// resourceAPIVersions are the served versions of resource.k8s.io, newest first.
+	// +listType=atomic
+	// +optional
+	ResourceAPIVersions []string `json:"resourceAPIVersions,omitempty"`
+	// features are the DRA features the API server really keeps, found by
+	// server-side dry-run writes: a field the server drops means its
+	// feature gate is off.
+	// +optional
+	Features ClusterFeatures `json:"features,omitempty"`
+	// lastProbeTime is when the cluster was last probed.
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+}
+
+// ClusterFeatures are DRA features and whether the API server keeps them.
+type ClusterFeatures struct {
+	// partitionableDevices: shared counters and per-device node selection (KEP-4815).
+	PartitionableDevices bool `json:"partitionableDevices"`
+	// listTypeAttributes: list-valued device attributes (KEP-5491).
+	ListTypeAttributes bool `json:"listTypeAttributes"`
+	// deviceTaints: taints on devices in ResourceSlices (KEP-5055).
+	DeviceTaints bool `json:"deviceTaints"`
+	// deviceTaintRules: the DeviceTaintRule API is served.
+	DeviceTaintRules bool `json:"deviceTaintRules"`
+	// prioritizedList: firstAvailable in claim requests (KEP-4816).
+	PrioritizedList bool `json:"prioritizedList"`
+}
+
+// DriverStatus reports one driver.
+type DriverStatus struct {
+	// name is the DRA driver name.
+	Name string `json:"name"`
+	// ready is true when the plugin runs on every targeted node and the
+	// driver publishes slices.
+	Ready bool `json:"ready"`
+	// version is the image tag the operator deployed.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// image the operator deployed.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// nodesDesired is the number of nodes the plugin targets.
+	NodesDesired int32 `json:"nodesDesired"`
+	// nodesReady is the number of nodes with a ready plugin.
+	NodesReady int32 `json:"nodesReady"`
+	// nodesUpdated is the number of nodes running the current plugin version.
+	NodesUpdated int32 `json:"nodesUpdated"`
+	// nodesPublishing is the number of nodes with ResourceSlices of the driver.
+	NodesPublishing int32 `json:"nodesPublishing"`
+	// deviceClasses present in the cluster for this driver.
+	// +listType=atomic
+	// +optional
+	DeviceClasses []string `json:"deviceClasses,omitempty"`
+	// removal reports a removal in progress.
+	// +optional
+	Removal *DriverRemovalStatus `json:"removal,omitempty"`
+	// message explains the driver's state.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// DriverRemovalStatus reports a driver removal that waits for claims.
+type DriverRemovalStatus struct {
+	// phase of the removal: Tainting, Draining, Deleting, Cleaning.
+	Phase string `json:"phase"`
+	// since when the removal started.
+	Since metav1.Time `json:"since"`
+	// blockingClaims are allocated claims (namespace/name) that still use
+	// the driver's devices; at most 20 are listed.
+	// +listType=atomic
+	// +optional
+	BlockingClaims []string `json:"blockingClaims,omitempty"`
+}
+
+// MultiHostStatus reports one multi-host entry.
+type MultiHostStatus struct {
+	// name of the spec entry.
+	Name string `json:"name"`
+	// pools published.
+	Pools int32 `json:"pools"`
+	// hosts found in all domains.
+	Hosts int32 `json:"hosts"`
+	// devices published.
+	Devices int32 `json:"devices"`
+	// slices published.
+	Slices int32 `json:"slices"`
+	// problems found in the topology (missing hosts, duplicate or
+	// out-of-grid coordinates, impossible shapes).
+	// +listType=atomic
+	// +optional
+	Problems []string `json:"problems,omitempty"`
+}
+
+// PoolCounts counts DevicePools by health.
+type PoolCounts struct {
+	// total pools.
+	Total int32 `json:"total"`
+	// healthy pools.
+	Healthy int32 `json:"healthy"`
+	// incomplete pools.
+	Incomplete int32 `json:"incomplete"`
+	// invalid pools.
+	Invalid int32 `json:"invalid"`
+	// degraded pools.
+	Degraded int32 `json:"degraded"`
+}
+
+// ClaimCounts counts claims the operator is responsible for.
+type ClaimCounts struct {
+	// pending claims waiting for allocation.
+	Pending int32 `json:"pending"`
+	// allocated claims the operator allocated.
+	Allocated int32 `json:"allocated"`
+	// unsatisfiable claims the engine cannot allocate now.
+	Unsatisfiable int32 `json:"unsatisfiable"`
+	// invalid claims (bad CEL or annotation).
+	Invalid int32 `json:"invalid"`
+}
+
+// +kubebuilder:object:root=true
+
+// DRAStackList is a list of DRAStacks.
+type DRAStackList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DRAStack `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&DRAStack{}, &DRAStackList{})
+}

@@ -1,0 +1,277 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// DRAStackName is the only name a DRAStack may have: one stack per cluster.
+const DRAStackName = "default"
+
+// DRAStack declares a cluster's whole Dynamic Resource Allocation stack: which
+// DRA drivers run, which multi-host devices are published centrally, which
+// claims the operator allocates itself, and how device pools are validated.
+// There is one per cluster, named "default".
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=drastack,categories=dra
+// +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'default'",message="there is one DRAStack per cluster and it must be named 'default'"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Drivers",type=string,JSONPath=`.status.summary.drivers`
+// +kubebuilder:printcolumn:name="Pools",type=string,JSONPath=`.status.summary.pools`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type DRAStack struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec declares the desired DRA stack.
+	// +kubebuilder:default={}
+	Spec DRAStackSpec `json:"spec,omitempty"`
+	// status reports what the operator observed.
+	// +optional
+	Status DRAStackStatus `json:"status,omitempty"`
+}
+
+// DRAStackSpec declares the desired DRA stack.
+type DRAStackSpec struct {
+	// namespace is where the operator runs driver workloads (kubelet plugins
+	// and driver controllers).
+	// +kubebuilder:default=drastack-system
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// drivers are the DRA drivers the operator installs, configures,
+	// upgrades and removes. Each name is a DRA driver name and appears once.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Drivers []DriverSpec `json:"drivers,omitempty"`
+
+	// multiHost describes multi-host devices (TPU slices, NVLink domains)
+	// whose ResourceSlices the operator publishes centrally, because no
+	// kubelet plugin sees a whole multi-host device (KEP-4815).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	MultiHost []MultiHostSpec `json:"multiHost,omitempty"`
+
+	// claims configures the operator's own claim allocation.
+	// +kubebuilder:default={}
+	// +optional
+	Claims ClaimsSpec `json:"claims,omitempty"`
+
+	// pools configures pool validation and DevicePool reporting.
+	// +kubebuilder:default={}
+	// +optional
+	Pools PoolsSpec `json:"pools,omitempty"`
+}
+
+// DriverProfile names a built-in way of deploying a DRA driver.
+// +kubebuilder:validation:Enum=example;nvidia-gpu;custom
+type DriverProfile string
+
+// Built-in driver profiles.
+const (
+	// DriverProfileExample is the kubernetes-sigs dra-example-driver.
+	DriverProfileExample DriverProfile = "example"
+	// DriverProfileNVIDIAGPU is the NVIDIA DRA driver for GPUs.
+	DriverProfileNVIDIAGPU DriverProfile = "nvidia-gpu"
+	// DriverProfileCustom is any kubelet plugin described by image, args and mounts.
+	DriverProfileCustom DriverProfile = "custom"
+)
+
+// RemovalPolicy says how a driver is removed while claims may still use it.
+// +kubebuilder:validation:Enum=Drain;Force
+type RemovalPolicy string
+
+// Removal policies.
+const (
+	// RemovalPolicyDrain waits until no allocated claim uses the driver's devices.
+	RemovalPolicyDrain RemovalPolicy = "Drain"
+	// RemovalPolicyForce removes the driver without waiting for claims.
+	RemovalPolicyForce RemovalPolicy = "Force"
+)
+
+// DriverSpec declares one DRA driver.
+// +kubebuilder:validation:XValidation:rule="self.profile != 'custom' || (has(self.image) && self.image != '')",message="image is required when profile is custom"
+type DriverSpec struct {
+	// name is the DRA driver name, as used in ResourceSlices and device
+	// classes, for example gpu.example.com.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// profile selects the built-in manifests used to deploy the driver.
+	// +kubebuilder:default=example
+	// +optional
+	Profile DriverProfile `json:"profile,omitempty"`
+
+	// image is the kubelet-plugin container image. Profiles other than
+	// custom have a default.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// imagePullPolicy of the driver containers.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// nodeSelector limits the kubelet plugin to matching nodes.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the kubelet-plugin pods.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// args are extra arguments for the kubelet-plugin container.
+	// +listType=atomic
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// env are extra environment variables for the kubelet-plugin container.
+	// +listType=atomic
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// resources of the kubelet-plugin container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// priorityClassName of the kubelet-plugin pods. Node-critical plugins
+	// usually run as system-node-critical.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// mounts are host paths mounted into the kubelet-plugin container, for
+	// the custom profile (device nodes, vendor libraries).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Mounts []HostPathMount `json:"mounts,omitempty"`
+
+	// deviceClasses are created, updated and pruned with the driver.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	DeviceClasses []DeviceClassSpec `json:"deviceClasses,omitempty"`
+
+	// updateStrategy controls how a changed image or configuration rolls out
+	// to the kubelet-plugin DaemonSet.
+	// +kubebuilder:default={maxUnavailable: 1}
+	// +optional
+	UpdateStrategy DriverUpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// patches are kustomize patches (strategic merge or JSON 6902) applied
+	// to the rendered manifests, for what the fields above do not cover.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Patches []Patch `json:"patches,omitempty"`
+
+	// removalPolicy says what happens when the driver is removed while
+	// allocated claims still use its devices: Drain waits for them to be
+	// released, Force removes the driver at once.
+	// +kubebuilder:default=Drain
+	// +optional
+	RemovalPolicy RemovalPolicy `json:"removalPolicy,omitempty"`
+}
+
+// HostPathMount mounts a host path into the kubelet-plugin container.
+type HostPathMount struct {
+	// name of the volume.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// hostPath is the path on the node.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:Pattern=`^/`
+	HostPath string `json:"hostPath"`
+	// mountPath is the path in the container; defaults to hostPath.
+	// +kubebuilder:validation:Pattern=`^/`
+	// +optional
+	MountPath string `json:"mountPath,omitempty"`
+	// readOnly mounts the path read-only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// DeviceClassSpec is a DeviceClass managed with a driver.
+type DeviceClassSpec struct {
+	// name of the DeviceClass.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+	// selectors must all match a device for it to belong to the class.
+	// Empty means every device of the driver.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Selectors []resourcev1.DeviceSelector `json:"selectors,omitempty"`
+	// config is passed to the driver for every device allocated through
+	// the class.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Config []resourcev1.DeviceClassConfiguration `json:"config,omitempty"`
+}
+
+// DriverUpdateStrategy controls the kubelet-plugin rollout.
+type DriverUpdateStrategy struct {
+	// maxUnavailable is how many (or what percentage of) nodes may run no
+	// ready plugin during an update.
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// Patch is a kustomize patch applied to a driver's rendered manifests.
+type Patch struct {
+	// patch is a strategic merge patch or a JSON 6902 patch, in YAML or JSON.
+	// +kubebuilder:validation:MinLength=1
+	Patch string `json:"patch"`
+	// target selects the objects to patch; required for JSON 6902 patches.
+	// +optional
+	Target *PatchTarget `json:"target,omitempty"`
+}
+
+// PatchTarget selects the objects a patch applies to.
+type PatchTarget struct {
+	// group of the objects.
+	// +optional
+	Group string `json:"group,omitempty"`
+	// version of the objects.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// kind of the objects.
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// name of the objects (a regular expression).
+	// +optional
+	Name string `json:"name,omitempty"`
+	// namespace of the objects.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// labelSelector of the objects.
+	// +optional
+	LabelSelector string `json:"labelSelector,omitempty"`
+	// annotationSelector of the objects.
+	// +optional
+	AnnotationSelector string `json:"annotationSelector,omitempty"`
+}

@@ -1,0 +1,172 @@
+// Package stack is the DRAStack reconciler: it validates the spec, probes
+// what the cluster supports, and derives Ready from the conditions every
+// drastack controller reports.
+package stack
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/controller/statusapply"
+	stackpkg "github.com/drastack/drastack/internal/stack"
+)
+
+// FieldManager owns the fields this reconciler writes.
+const FieldManager = "drastack-stack"
+
+// DefaultProbeInterval is how long a cluster probe is trusted. Feature gates
+// change only when the API server restarts, so probing often buys nothing.
+const DefaultProbeInterval = 10 * time.Minute
+
+// ClusterProber is what the reconciler needs from clusterprobe.
+type ClusterProber interface {
+	Probe(ctx context.Context) (*v1alpha1.ClusterStatus, error)
+}
+
+// Reconciler reconciles the DRAStack.
+type Reconciler struct {
+	Client   client.Client
+	Prober   ClusterProber
+	Recorder events.EventRecorder
+	// ProbeInterval defaults to DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// Now defaults to time.Now; tests replace it.
+	Now func() time.Time
+
+	mu        sync.Mutex
+	probed    *v1alpha1.ClusterStatus
+	probedAt  time.Time
+	lastProbe error
+}
+
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/finalizers,verbs=update
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=create
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile converges one DRAStack's status. It is level based: it reads
+// the object and the cluster and writes what it finds.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	var st v1alpha1.DRAStack
+	if err := r.Client.Get(ctx, req.NamespacedName, &st); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	gen := st.Generation
+	now := metav1.NewTime(r.now())
+
+	var problems []string
+	if st.Name != v1alpha1.DRAStackName {
+		problems = append(problems, fmt.Sprintf("metadata.name: there is one DRAStack per cluster and it must be named %q", v1alpha1.DRAStackName))
+	}
+	for _, e := range stackpkg.Validate(&st.Spec) {
+		problems = append(problems, e.Error())
+	}
+	specCond := stackpkg.SpecCondition(problems, gen)
+
+	cluster, probeErr, refreshIn := r.probe(ctx)
+	if probeErr != nil {
+		logger.Error(probeErr, "Cluster probe failed")
+		if cluster == nil {
+			cluster = st.Status.Cluster
+		}
+	}
+	compat := stackpkg.CompatibleCondition(&st.Spec, cluster, probeErr, gen)
+
+	// Ready reads everyone's conditions, with ours replaced by the new ones.
+	merged := append([]metav1.Condition(nil), st.Status.Conditions...)
+	meta.SetStatusCondition(&merged, specCond)
+	meta.SetStatusCondition(&merged, compat)
+	ready := stackpkg.ReadyCondition(merged, gen)
+
+	conds := statusapply.KeepTransitionTimes(st.Status.Conditions, []metav1.Condition{specCond, compat, ready}, now)
+	r.recordTransitions(&st, conds)
+
+	status := v1alpha1.DRAStackStatus{
+		ObservedGeneration: gen,
+		Conditions:         conds,
+		Cluster:            cluster,
+		// The pool controller owns summary.pools; this manager owns drivers.
+		Summary: &v1alpha1.StackSummary{Drivers: stackpkg.DriverSummary(st.Status.Drivers, len(st.Spec.Drivers))},
+	}
+	if err := statusapply.Apply(ctx, r.Client, v1alpha1.GroupVersion.String(), "DRAStack", "", st.Name, FieldManager, status); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: refreshIn}, nil
+}
+
+// probe returns the cached cluster status, probing again when it is older
+// than the probe interval or the last probe failed.
+func (r *Reconciler) probe(ctx context.Context) (*v1alpha1.ClusterStatus, error, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	interval := r.ProbeInterval
+	if interval == 0 {
+		interval = DefaultProbeInterval
+	}
+	age := r.now().Sub(r.probedAt)
+	if r.probed != nil && r.lastProbe == nil && age < interval {
+		return r.probed.DeepCopy(), nil, interval - age
+	}
+	cs, err := r.Prober.Probe(ctx)
+	r.lastProbe = err
+	if err != nil {
+		// Retry sooner than the interval; the status keeps the last good probe.
+		return r.probed.DeepCopy(), err, 30 * time.Second
+	}
+	r.probed, r.probedAt = cs, r.now()
+	return cs.DeepCopy(), nil, interval
+}
+
+// recordTransitions emits an Event when SpecValid, ClusterCompatible or
+// Ready changes status, so `kubectl describe drastack` tells the story.
+func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, conds []metav1.Condition) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, c := range conds {
+		prev := meta.FindStatusCondition(st.Status.Conditions, c.Type)
+		if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
+			continue
+		}
+		eventType := corev1.EventTypeNormal
+		if c.Status == metav1.ConditionFalse {
+			eventType = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(st, nil, eventType, c.Reason, "Reconcile", "%s is %s: %s", c.Type, c.Status, c.Message)
+	}
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager registers the reconciler. Status changes by other
+// controllers trigger it too, because Ready depends on their conditions.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.DRAStack{}).
+		Named("drastack").
+		Complete(r)
+}

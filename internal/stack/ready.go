@@ -1,0 +1,178 @@
+package stack
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+)
+
+// Reasons of the conditions this package decides.
+const (
+	ReasonSpecValid         = "SpecValid"
+	ReasonInvalidSpec       = "InvalidSpec"
+	ReasonCompatible        = "Compatible"
+	ReasonResourceAPIAbsent = "ResourceAPINotServed"
+	ReasonFeatureMissing    = "FeatureMissing"
+	ReasonProbeFailed       = "ProbeFailed"
+	ReasonStackReady        = "StackReady"
+	ReasonWaiting           = "Waiting"
+)
+
+// readyInputs are the conditions Ready follows, in the order their failure
+// is reported. PoolsHealthy is deliberately absent: a vendor's broken pool
+// is data-plane health, shown by PoolsHealthy and DevicePools, and must not
+// make the operator itself look broken.
+var readyInputs = []string{
+	v1alpha1.ConditionSpecValid,
+	v1alpha1.ConditionClusterCompatible,
+	v1alpha1.ConditionDriversReady,
+	v1alpha1.ConditionClaimsReady,
+}
+
+// ReadyCondition derives Ready from the other conditions: the first input
+// condition that is not True decides the reason; a Degraded=True condition
+// makes it False too. Inputs that are absent (a controller that has not
+// reported yet, or a part of the spec that is empty) do not block Ready,
+// except SpecValid and ClusterCompatible which are always reported.
+func ReadyCondition(conds []metav1.Condition, generation int64) metav1.Condition {
+	ready := metav1.Condition{
+		Type:               v1alpha1.ConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             ReasonStackReady,
+		Message:            "the DRA stack is ready",
+		ObservedGeneration: generation,
+	}
+	for _, t := range readyInputs {
+		c := meta.FindStatusCondition(conds, t)
+		if c == nil {
+			if t == v1alpha1.ConditionSpecValid || t == v1alpha1.ConditionClusterCompatible {
+				ready.Status, ready.Reason, ready.Message = metav1.ConditionUnknown, ReasonWaiting, fmt.Sprintf("%s not reported yet", t)
+				return ready
+			}
+			continue
+		}
+		if c.Status != metav1.ConditionTrue {
+			ready.Status = metav1.ConditionFalse
+			if c.Status == metav1.ConditionUnknown {
+				ready.Status = metav1.ConditionUnknown
+			}
+			ready.Reason, ready.Message = c.Reason, fmt.Sprintf("%s: %s", t, c.Message)
+			return ready
+		}
+	}
+	if c := meta.FindStatusCondition(conds, v1alpha1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, c.Reason, "Degraded: "+c.Message
+	}
+	return ready
+}
+
+// Requirement is a cluster feature the spec needs, with the field that needs it.
+type Requirement struct {
+	Feature string
+	Field   string
+}
+
+// Requirements lists the cluster features a spec needs.
+func Requirements(spec *v1alpha1.DRAStackSpec) []Requirement {
+	var reqs []Requirement
+	if len(spec.MultiHost) > 0 {
+		reqs = append(reqs,
+			Requirement{Feature: "partitionableDevices", Field: "spec.multiHost"},
+			Requirement{Feature: "listTypeAttributes", Field: "spec.multiHost"})
+	}
+	return reqs
+}
+
+// CompatibleCondition decides ClusterCompatible from what the cluster
+// supports and what the spec needs. probeErr is a failed probe: the
+// condition is then Unknown and the last known cluster status is kept.
+func CompatibleCondition(spec *v1alpha1.DRAStackSpec, cluster *v1alpha1.ClusterStatus, probeErr error, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionClusterCompatible, ObservedGeneration: generation}
+	switch {
+	case probeErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonProbeFailed, probeErr.Error()
+		return c
+	case cluster == nil || !served(cluster.ResourceAPIVersions, "v1"):
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonResourceAPIAbsent
+		c.Message = "resource.k8s.io/v1 is not served; drastack needs Kubernetes 1.34 or newer with DRA enabled"
+		return c
+	}
+	var missing []string
+	for _, r := range Requirements(spec) {
+		if !HasFeature(&cluster.Features, r.Feature) {
+			missing = append(missing, fmt.Sprintf("%s needs feature %s", r.Field, r.Feature))
+		}
+	}
+	if len(missing) > 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonFeatureMissing
+		c.Message = strings.Join(missing, "; ") + " (enable its feature gate on the API server)"
+		return c
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, ReasonCompatible
+	c.Message = fmt.Sprintf("Kubernetes %s serves resource.k8s.io %s", cluster.KubernetesVersion, strings.Join(cluster.ResourceAPIVersions, ", "))
+	return c
+}
+
+// HasFeature reads a feature by its JSON name.
+func HasFeature(f *v1alpha1.ClusterFeatures, name string) bool {
+	switch name {
+	case "partitionableDevices":
+		return f.PartitionableDevices
+	case "listTypeAttributes":
+		return f.ListTypeAttributes
+	case "deviceTaints":
+		return f.DeviceTaints
+	case "deviceTaintRules":
+		return f.DeviceTaintRules
+	case "prioritizedList":
+		return f.PrioritizedList
+	}
+	return false
+}
+
+// SpecCondition turns validation errors into SpecValid.
+func SpecCondition(errs []string, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionSpecValid, ObservedGeneration: generation}
+	if len(errs) == 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonSpecValid, "the spec is valid"
+		return c
+	}
+	c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalidSpec
+	c.Message = strings.Join(errs, "; ")
+	if len(c.Message) > 32000 {
+		c.Message = c.Message[:32000]
+	}
+	return c
+}
+
+// PoolSummary is "healthy/total" for the printer column.
+func PoolSummary(p *v1alpha1.PoolCounts) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d healthy", p.Healthy, p.Total)
+}
+
+// DriverSummary is "ready/total" for the printer column.
+func DriverSummary(drivers []v1alpha1.DriverStatus, declared int) string {
+	ready := 0
+	for _, d := range drivers {
+		if d.Ready {
+			ready++
+		}
+	}
+	return fmt.Sprintf("%d/%d ready", ready, declared)
+}
+
+func served(versions []string, v string) bool {
+	for _, s := range versions {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
