@@ -14,6 +14,8 @@ STAGING_VERSION=${STAGING_VERSION:-v0.${K8S_VERSION#v1.}}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 DEST=${1:?usage: build-k8s.sh DEST}
+# The build steps change directory; keep DEST meaningful after they do.
+case "$DEST" in /*) ;; *) DEST="$PWD/$DEST" ;; esac
 CACHE=${DRASTACK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/drastack}/k8s/${K8S_VERSION}
 BINARIES=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok)
 
