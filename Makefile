@@ -78,10 +78,8 @@ bench: ## Benchmarks: engines side by side, pool validation at scale.
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager, kubectl-dra and the simulated driver.
-	go build -o $(LOCALBIN)/manager ./cmd/manager
-	go build -o $(LOCALBIN)/kubectl-dra ./cmd/kubectl-dra
-	go build -o $(LOCALBIN)/dra-sim ./cmd/dra-sim
+build: ## Build the manager, kubectl-dra, the simulated driver and the local cluster runner.
+	go build -o $(LOCALBIN)/ ./cmd/... ./test/cluster/cmd/localcluster
 
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig.

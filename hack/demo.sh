@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# make demo: the operator doing its main job on the embedded local control
+# plane. Starts kube-apiserver, kube-scheduler, kube-controller-manager and
+# kwok nodes, installs the CRDs, runs the operator and the simulated DRA
+# driver, applies config/samples, waits until things settle and prints what
+# a person would look at. Runs until interrupted; DEMO_ONCE=1 exits after
+# printing.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$ROOT/bin
+KUBECTL=$BIN/k8s/${K8S_VERSION:-v1.36.3}/kubectl
+NODES=${DEMO_NODES:-4}
+WORK=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/drastack-demo.XXXXXX")}
+LOGS=$WORK/logs
+export KUBECONFIG=$WORK/kubeconfig
+mkdir -p "$LOGS"
+start=$(date +%s)
+pids=()
+
+cleanup() {
+  local status=$?
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  exit $status
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+  echo "demo: $*" >&2
+  for f in "$LOGS"/*.log; do
+    [ -f "$f" ] || continue
+    echo "--- last lines of $f" >&2
+    tail -n 25 "$f" >&2
+  done
+  exit 1
+}
+
+# wait_for DESCRIPTION TIMEOUT_SECONDS COMMAND...: polls until COMMAND succeeds.
+wait_for() {
+  local what=$1 timeout=$2; shift 2
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "timed out after ${timeout}s waiting for $what"
+    sleep 1
+  done
+}
+
+echo "== starting the local control plane with $NODES kwok nodes (logs: $LOGS)"
+"$BIN/localcluster" -nodes "$NODES" -kubeconfig "$KUBECONFIG" -crds "$ROOT/config/crd/bases" -log-dir "$LOGS" \
+  > "$LOGS/localcluster.log" 2>&1 &
+pids+=($!)
+wait_for "the control plane" 180 grep -q "cluster ready" "$LOGS/localcluster.log"
+
+echo "== starting the operator"
+"$BIN/manager" --kubeconfig "$KUBECONFIG" --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  > "$LOGS/manager.log" 2>&1 &
+pids+=($!)
+
+echo "== applying config/samples"
+for f in "$ROOT"/config/samples/drastack_*.yaml; do
+  "$KUBECTL" apply --server-side -f "$f"
+done
+shopt -s nullglob
+for f in "$ROOT"/config/samples/demo-*.yaml; do
+  "$KUBECTL" apply --server-side -f "$f"
+done
+
+echo "== starting the simulated DRA driver"
+"$BIN/dra-sim" -kubeconfig "$KUBECONFIG" -inventory "$ROOT/config/samples/sim-inventory.yaml" \
+  > "$LOGS/dra-sim.log" 2>&1 &
+pids+=($!)
+
+wait_for "DRAStack default to be Ready" 180 \
+  "$KUBECTL" wait --for=condition=Ready drastack/default --timeout=5s
+wait_for "ResourceSlices to be published" 120 \
+  bash -c "[ \"\$('$KUBECTL' get resourceslices -o name | wc -l)\" -gt 0 ]"
+if "$KUBECTL" get crd devicepools.drastack.io >/dev/null 2>&1 && grep -q "pool controller" "$LOGS/manager.log" 2>/dev/null; then
+  wait_for "DevicePools to be reported" 120 bash -c "[ \"\$('$KUBECTL' get pool -o name | wc -l)\" -gt 0 ]"
+fi
+sleep 2
+
+echo
+echo "\$ kubectl get drastack"
+"$KUBECTL" get drastack -o wide
+echo
+echo "\$ kubectl get resourceslices"
+"$KUBECTL" get resourceslices
+echo
+echo "\$ kubectl get pool"
+"$KUBECTL" get pool
+echo
+echo "\$ kubectl get drastack default -o jsonpath='{.status.cluster}'"
+"$KUBECTL" get drastack default -o jsonpath='{.status.cluster}'; echo
+echo
+echo "demo ready in $(( $(date +%s) - start ))s"
+echo "kubeconfig: $KUBECONFIG"
+echo "try: export KUBECONFIG=$KUBECONFIG; $KUBECTL get pool"
+if [ -n "${DEMO_ONCE:-}" ]; then
+  exit 0
+fi
+echo "running until interrupted (Ctrl-C)"
+wait "${pids[0]}"
