@@ -101,7 +101,7 @@ const (
 )
 
 // DriverSpec declares one DRA driver.
-// +kubebuilder:validation:XValidation:rule="self.profile != 'custom' || (has(self.image) && self.image != ”)",message="image is required when profile is custom"
+// +kubebuilder:validation:XValidation:rule="self.profile != 'custom' || (has(self.image) && size(self.image) > 0)",message="image is required when profile is custom"
 type DriverSpec struct {
 	// name is the DRA driver name, as used in ResourceSlices and device
 	// classes, for example gpu.example.com.
