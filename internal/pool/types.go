@@ -90,6 +90,8 @@ type Device struct {
 }
 
 // CounterSet is a shared counter set of a pool: counter name -> capacity.
+// Counters is read-only: Group shares one map between counter sets with the
+// same counters (see intern.go).
 type CounterSet struct {
 	Name     string
 	Slice    string
