@@ -1,0 +1,180 @@
+package difftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/allocator/upstream"
+	"github.com/drastack/drastack/internal/allocator/verify"
+)
+
+// Verdict is what an engine said about one claim.
+type Verdict string
+
+// Verdicts. Allocated and Unsatisfiable must agree between engines; Invalid
+// must too. Inconclusive (search bound or timeout) and NotSupported are not
+// compared.
+const (
+	Allocated     Verdict = "allocated"
+	Unsatisfiable Verdict = "unsatisfiable"
+	Invalid       Verdict = "invalid"
+	Inconclusive  Verdict = "inconclusive"
+	NotSupported  Verdict = "not supported"
+	Failed        Verdict = "failed"
+	// Aborted is upstream's "cannot allocate" after it stopped at a request
+	// for All devices (upstream.ErrAborted): a claim the native engine
+	// allocates may legitimately get it.
+	Aborted Verdict = "aborted"
+)
+
+// Limits of one Allocate call in the differential test: generous for the
+// small generated clusters, so hitting them is worth looking at.
+const (
+	maxSteps     = 2_000_000
+	claimTimeout = 10 * time.Second
+)
+
+// Outcome is one engine's answer for one claim.
+type Outcome struct {
+	Verdict Verdict
+	Err     error
+	Result  allocator.Result
+}
+
+// Run lets eng allocate every claim of c on its own, from the starting
+// state (nothing is recorded between claims).
+func Run(ctx context.Context, eng allocator.Engine, c *Case) ([]Outcome, error) {
+	sess, err := eng.NewSession(ctx, c.Inputs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: new session: %w", eng.Name(), err)
+	}
+	out := make([]Outcome, len(c.Claims))
+	for i, claim := range c.Claims {
+		cctx, cancel := context.WithTimeout(ctx, claimTimeout)
+		results, err := sess.Allocate(cctx, []*resourceapi.ResourceClaim{claim}, allocator.Options{Node: c.Node[i], MaxSteps: maxSteps})
+		cancel()
+		out[i] = classify(results, err)
+	}
+	return out, nil
+}
+
+func classify(results []allocator.Result, err error) Outcome {
+	var invalid *allocator.InvalidClaimError
+	switch {
+	case err == nil && len(results) == 1:
+		return Outcome{Verdict: Allocated, Result: results[0]}
+	case err == nil:
+		return Outcome{Verdict: Failed, Err: fmt.Errorf("want 1 result, got %d", len(results))}
+	case errors.Is(err, upstream.ErrAborted):
+		return Outcome{Verdict: Aborted, Err: err}
+	case errors.Is(err, allocator.ErrUnsatisfiable):
+		return Outcome{Verdict: Unsatisfiable, Err: err}
+	case errors.As(err, &invalid):
+		return Outcome{Verdict: Invalid, Err: err}
+	case errors.Is(err, allocator.ErrSearchBound), errors.Is(err, context.DeadlineExceeded):
+		return Outcome{Verdict: Inconclusive, Err: err}
+	case errors.Is(err, allocator.ErrNotSupported):
+		return Outcome{Verdict: NotSupported, Err: err}
+	}
+	return Outcome{Verdict: Failed, Err: err}
+}
+
+// Problem is a disagreement or a rejected result.
+type Problem struct {
+	Seed  uint64
+	Claim string
+	// Node the claim was allocated for ("" for a central allocation).
+	Node    string
+	Message string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("seed %d, claim %s (node %q): %s", p.Seed, p.Claim, p.Node, p.Message)
+}
+
+// Stats counts verdicts over compared claims. Aborted counts claims one
+// engine allocated while upstream aborted (see Aborted); OneEngine counts
+// claims with CEL constraints, which only one engine supports: they are not
+// compared, but that engine's allocations are verified.
+type Stats struct {
+	Claims, Agreed, Allocated, Unsatisfiable, Inconclusive, Aborted, OneEngine int
+}
+
+// Compare checks two engines' outcomes on c against each other and every
+// allocation against the verifier. Engines must both fail or both succeed
+// (invalid claims count as failing alike); inconclusive answers are not
+// compared but are counted.
+func Compare(c *Case, names [2]string, a, b []Outcome) ([]Problem, Stats) {
+	var problems []Problem
+	var st Stats
+	checker := verify.New(c.Inputs)
+	for i, claim := range c.Claims {
+		p := Problem{Seed: c.Seed, Claim: claim.Name, Node: c.Node[i]}
+		st.Claims++
+		_, hasCEL := claim.Annotations[allocator.CELConstraintsAnnotation]
+		for k, o := range [2]Outcome{a[i], b[i]} {
+			switch o.Verdict {
+			case NotSupported:
+				if !hasCEL {
+					p.Message = fmt.Sprintf("%s: not supported: %v", names[k], o.Err)
+					problems = append(problems, p)
+				}
+			case Failed:
+				p.Message = fmt.Sprintf("%s: unexpected error: %v", names[k], o.Err)
+				problems = append(problems, p)
+			case Allocated:
+				node := c.Node[i]
+				if node == "" {
+					node = o.Result.Node
+				}
+				for _, err := range checker.Check(claim, o.Result.Allocation, node) {
+					p.Message = fmt.Sprintf("%s: verifier rejects the allocation: %v", names[k], err)
+					problems = append(problems, p)
+				}
+			}
+		}
+		va, vb := a[i].Verdict, b[i].Verdict
+		switch {
+		case hasCEL && (va == NotSupported) != (vb == NotSupported):
+			st.OneEngine++
+			// The generated constraints are valid: the engine that supports
+			// them must give an answer.
+			k, v := 0, va
+			if va == NotSupported {
+				k, v = 1, vb
+			}
+			if v != Allocated && v != Unsatisfiable && v != Inconclusive {
+				p.Message = fmt.Sprintf("%s says %s (%v) for valid CEL constraints", names[k], v, [2]Outcome{a[i], b[i]}[k].Err)
+				problems = append(problems, p)
+			}
+		case va == Inconclusive || vb == Inconclusive:
+			st.Inconclusive++
+		case va == Aborted || vb == Aborted:
+			// Upstream stopped early: agreement if the other engine found no
+			// allocation either, a known difference if it found one (which
+			// the verifier has checked above).
+			if va == Allocated || vb == Allocated {
+				st.Aborted++
+			} else {
+				st.Agreed++
+				st.Unsatisfiable++
+			}
+		case va == vb:
+			st.Agreed++
+			if va == Allocated {
+				st.Allocated++
+			} else if va == Unsatisfiable {
+				st.Unsatisfiable++
+			}
+		default:
+			p.Message = fmt.Sprintf("%s says %s (%v), %s says %s (%v)", names[0], va, a[i].Err, names[1], vb, b[i].Err)
+			problems = append(problems, p)
+		}
+	}
+	return problems, st
+}

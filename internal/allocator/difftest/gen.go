@@ -1,0 +1,306 @@
+// Package difftest generates random clusters and claims for the
+// differential test of the allocation engines: native and upstream must
+// agree, claim by claim from the same starting state, on whether a claim can
+// be allocated, and the independent verifier must accept every result.
+//
+// Generation is seeded and deterministic: a seed is a reproducible case.
+package difftest
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/drastack/drastack/internal/allocator"
+)
+
+// Case is one random cluster and the claims to try on it, each on its own
+// from the same starting state.
+type Case struct {
+	Seed   uint64
+	Inputs allocator.Inputs
+	Claims []*resourceapi.ResourceClaim
+	// Node is, per claim, the node to allocate for ("" lets the engine pick,
+	// as a central allocator).
+	Node []string
+}
+
+const (
+	gpuDriver = "gpu.example.com"
+	nicDriver = "nic.example.com"
+	pcieRoot  = "resource.kubernetes.io/pcieRoot"
+	claimsPer = 6
+)
+
+// gen holds the random source and what has been generated so far.
+type gen struct {
+	r   *rand.Rand
+	c   *Case
+	uid int
+	// devices are all current-generation devices, for pre-allocation.
+	devices []genDevice
+}
+
+type genDevice struct {
+	driver, pool string
+	dev          *resourceapi.Device
+}
+
+// Generate builds the case for seed.
+func Generate(seed uint64) *Case {
+	g := &gen{r: rand.New(rand.NewPCG(seed, 0x5eed)), c: &Case{Seed: seed}}
+	g.cluster()
+	g.preallocate()
+	for i := 0; i < claimsPer; i++ {
+		g.c.Claims = append(g.c.Claims, g.claim(fmt.Sprintf("c%d", i)))
+		node := ""
+		if g.r.IntN(2) == 0 {
+			node = g.c.Inputs.Nodes[g.r.IntN(len(g.c.Inputs.Nodes))].Name
+		}
+		g.c.Node = append(g.c.Node, node)
+	}
+	return g.c
+}
+
+func (g *gen) chance(p float64) bool { return g.r.Float64() < p }
+
+func (g *gen) meta(name string) metav1.ObjectMeta {
+	g.uid++
+	// UIDs are unique across seeds, as in a cluster: engines may cache
+	// per-device results by slice UID and resourceVersion across sessions.
+	return metav1.ObjectMeta{Name: name, UID: types.UID(fmt.Sprintf("seed-%d-uid-%d", g.c.Seed, g.uid)), ResourceVersion: "1"}
+}
+
+func (g *gen) cluster() {
+	in := &g.c.Inputs
+	nodes := 1 + g.r.IntN(4)
+	for i := 0; i < nodes; i++ {
+		m := g.meta(fmt.Sprintf("node-%d", i))
+		m.Labels = map[string]string{"rack": fmt.Sprintf("r%d", i%2)}
+		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: m})
+	}
+	in.Classes = []*resourceapi.DeviceClass{
+		g.class("gpu", fmt.Sprintf("device.driver == %q", gpuDriver)),
+		g.class("gpu-big", fmt.Sprintf("device.driver == %q", gpuDriver), `has(device.attributes["gpu.example.com"].mem) && device.attributes["gpu.example.com"].mem >= 2`),
+		g.class("nic", fmt.Sprintf("device.driver == %q", nicDriver)),
+		g.class("any"),
+	}
+	for _, n := range in.Nodes {
+		if g.chance(0.8) {
+			g.nodePool(n.Name)
+		}
+		if g.chance(0.4) {
+			g.partitionPool(n.Name)
+		}
+	}
+	if g.chance(0.5) {
+		g.multiHostPool()
+	}
+	if g.chance(0.6) {
+		g.fabricPool()
+	}
+}
+
+func (g *gen) class(name string, selectors ...string) *resourceapi.DeviceClass {
+	c := &resourceapi.DeviceClass{ObjectMeta: g.meta(name)}
+	for _, s := range selectors {
+		c.Spec.Selectors = append(c.Spec.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: s}})
+	}
+	return c
+}
+
+// slice adds a slice of pool at generation gen out of count.
+func (g *gen) slice(name, driver, pool string, gen, count int64, devices []resourceapi.Device) *resourceapi.ResourceSlice {
+	s := &resourceapi.ResourceSlice{
+		ObjectMeta: g.meta(name),
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:  driver,
+			Pool:    resourceapi.ResourcePool{Name: pool, Generation: gen, ResourceSliceCount: count},
+			Devices: devices,
+		},
+	}
+	g.c.Inputs.Slices = append(g.c.Inputs.Slices, s)
+	return s
+}
+
+func (g *gen) track(driver, pool string, s *resourceapi.ResourceSlice) {
+	for i := range s.Spec.Devices {
+		g.devices = append(g.devices, genDevice{driver, pool, &s.Spec.Devices[i]})
+	}
+}
+
+// gpuDevice is a GPU with random attributes and, sometimes, a taint.
+func (g *gen) gpuDevice(name string, index int) resourceapi.Device {
+	mem := int64(1 + g.r.IntN(4))
+	d := resourceapi.Device{
+		Name: name,
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"index": {IntValue: ptr.To(int64(index))},
+			"model": {StringValue: ptr.To([]string{"a", "b"}[g.r.IntN(2)])},
+			"mem":   {IntValue: ptr.To(mem)},
+			"numa":  {IntValue: ptr.To(int64(g.r.IntN(2)))},
+		},
+		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: *resource.NewQuantity(mem<<30, resource.BinarySI)}},
+	}
+	if a, ok := g.pcieRoot(); ok {
+		d.Attributes[pcieRoot] = a
+	}
+	g.maybeTaint(&d)
+	return d
+}
+
+// pcieRoot is a scalar or list root, or none.
+func (g *gen) pcieRoot() (resourceapi.DeviceAttribute, bool) {
+	roots := []string{"p0", "p1", "p2"}
+	switch g.r.IntN(10) {
+	case 0:
+		return resourceapi.DeviceAttribute{}, false
+	case 1, 2, 3, 4:
+		return resourceapi.DeviceAttribute{StringValue: ptr.To(roots[g.r.IntN(3)])}, true
+	default:
+		a := g.r.IntN(3)
+		list := []string{roots[a]}
+		if g.chance(0.6) {
+			list = append(list, roots[(a+1+g.r.IntN(2))%3])
+		}
+		return resourceapi.DeviceAttribute{StringValues: list}, true
+	}
+}
+
+func (g *gen) maybeTaint(d *resourceapi.Device) {
+	if !g.chance(0.15) {
+		return
+	}
+	effects := []resourceapi.DeviceTaintEffect{resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute, resourceapi.DeviceTaintEffectNone}
+	d.Taints = []resourceapi.DeviceTaint{{Key: []string{"k1", "k2"}[g.r.IntN(2)], Value: "v1", Effect: effects[g.r.IntN(3)]}}
+}
+
+// nodePool is a node-local GPU pool, sometimes split over two slices,
+// sometimes incomplete, sometimes with a stale older generation.
+func (g *gen) nodePool(node string) {
+	pool := node
+	n := g.r.IntN(6)
+	var devs []resourceapi.Device
+	for i := 0; i < n; i++ {
+		devs = append(devs, g.gpuDevice(fmt.Sprintf("gpu-%d", i), i))
+	}
+	gen := int64(1)
+	if g.chance(0.15) {
+		gen = 2
+		old := g.slice(node+"-old", gpuDriver, pool, 1, 1, []resourceapi.Device{g.gpuDevice("stale-0", 99)})
+		old.Spec.NodeName = ptr.To(node)
+	}
+	parts := [][]resourceapi.Device{devs}
+	if n > 1 && g.chance(0.3) {
+		parts = [][]resourceapi.Device{devs[:n/2], devs[n/2:]}
+	}
+	count := int64(len(parts))
+	if g.chance(0.1) {
+		count++ // a slice is missing: the pool is incomplete
+	}
+	for i, p := range parts {
+		s := g.slice(fmt.Sprintf("%s-gpu-%d", node, i), gpuDriver, pool, gen, count, p)
+		s.Spec.NodeName = ptr.To(node)
+		g.track(gpuDriver, pool, s)
+	}
+}
+
+func counters(kv ...any) map[string]resourceapi.Counter {
+	out := map[string]resourceapi.Counter{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i].(string)] = resourceapi.Counter{Value: *resource.NewQuantity(int64(kv[i+1].(int)), resource.DecimalSI)}
+	}
+	return out
+}
+
+// partitionPool is one partitionable GPU: a counter slice and a device
+// slice with the whole GPU and random partitions of it.
+func (g *gen) partitionPool(node string) {
+	pool := node + "-part"
+	cs := g.slice(node+"-counters", gpuDriver, pool, 1, 2, nil)
+	cs.Spec.NodeName = ptr.To(node)
+	cs.Spec.SharedCounters = []resourceapi.CounterSet{{Name: "gpu", Counters: counters("mem", 4, "sm", 2)}}
+	devs := []resourceapi.Device{g.gpuDevice("whole", 0)}
+	devs[0].ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "gpu", Counters: counters("mem", 4, "sm", 2)}}
+	for i := 1; i <= 2+g.r.IntN(3); i++ {
+		d := g.gpuDevice(fmt.Sprintf("part-%d", i), i)
+		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "gpu", Counters: counters("mem", 1+g.r.IntN(3), "sm", g.r.IntN(2))}}
+		devs = append(devs, d)
+	}
+	ds := g.slice(node+"-parts", gpuDriver, pool, 1, 2, devs)
+	ds.Spec.NodeName = ptr.To(node)
+	g.track(gpuDriver, pool, ds)
+}
+
+// multiHostPool is published centrally with per-device node selection: a
+// device per rack (reaching its nodes), one per node, and one for all
+// nodes, sharing per-host counters.
+func (g *gen) multiHostPool() {
+	const pool = "tpu"
+	hostCounters := map[string]resourceapi.Counter{}
+	for i := range g.c.Inputs.Nodes {
+		hostCounters[fmt.Sprintf("host-%d", i)] = resourceapi.Counter{Value: *resource.NewQuantity(1, resource.DecimalSI)}
+	}
+	cs := g.slice("tpu-counters", gpuDriver, pool, 1, 2, nil)
+	cs.Spec.AllNodes = ptr.To(true)
+	cs.Spec.SharedCounters = []resourceapi.CounterSet{{Name: "hosts", Counters: hostCounters}}
+
+	var devs []resourceapi.Device
+	consume := func(d *resourceapi.Device, hosts ...int) {
+		c := resourceapi.DeviceCounterConsumption{CounterSet: "hosts", Counters: map[string]resourceapi.Counter{}}
+		for _, h := range hosts {
+			c.Counters[fmt.Sprintf("host-%d", h)] = resourceapi.Counter{Value: *resource.NewQuantity(1, resource.DecimalSI)}
+		}
+		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{c}
+	}
+	for rack := 0; rack < 2 && rack < len(g.c.Inputs.Nodes); rack++ {
+		d := g.gpuDevice(fmt.Sprintf("rack-%d", rack), 10+rack)
+		d.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{fmt.Sprintf("r%d", rack)}}},
+		}}}
+		var hosts []int
+		for i := rack; i < len(g.c.Inputs.Nodes); i += 2 {
+			hosts = append(hosts, i)
+		}
+		consume(&d, hosts...)
+		devs = append(devs, d)
+	}
+	for i, n := range g.c.Inputs.Nodes {
+		if g.chance(0.5) {
+			d := g.gpuDevice(fmt.Sprintf("host-%d", i), 20+i)
+			d.NodeName = ptr.To(n.Name)
+			consume(&d, i)
+			devs = append(devs, d)
+		}
+	}
+	anywhere := g.gpuDevice("anywhere", 30)
+	anywhere.AllNodes = ptr.To(true)
+	devs = append(devs, anywhere)
+	ds := g.slice("tpu-devices", gpuDriver, pool, 1, 2, devs)
+	ds.Spec.PerDeviceNodeSelection = ptr.To(true)
+	g.track(gpuDriver, pool, ds)
+}
+
+// fabricPool is network-attached NICs reachable from all nodes.
+func (g *gen) fabricPool() {
+	var devs []resourceapi.Device
+	for i := 0; i < 1+g.r.IntN(3); i++ {
+		d := resourceapi.Device{Name: fmt.Sprintf("nic-%d", i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"numa": {IntValue: ptr.To(int64(g.r.IntN(2)))},
+		}}
+		if a, ok := g.pcieRoot(); ok {
+			d.Attributes[pcieRoot] = a
+		}
+		g.maybeTaint(&d)
+		devs = append(devs, d)
+	}
+	s := g.slice("fabric", nicDriver, "fabric", 1, 1, devs)
+	s.Spec.AllNodes = ptr.To(true)
+	g.track(nicDriver, "fabric", s)
+}

@@ -1,0 +1,223 @@
+package difftest
+
+import (
+	"encoding/json"
+	"fmt"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/drastack/drastack/internal/allocator"
+)
+
+// preallocate gives a few random devices to claims that are already
+// allocated, respecting shared counters, so that the engines start from a
+// partly used cluster.
+func (g *gen) preallocate() {
+	capacity := map[string]resource.Quantity{} // pool/set/counter
+	for _, s := range g.c.Inputs.Slices {
+		for _, set := range s.Spec.SharedCounters {
+			for name, c := range set.Counters {
+				capacity[s.Spec.Pool.Name+"/"+set.Name+"/"+name] = c.Value
+			}
+		}
+	}
+	used := map[string]bool{}
+	n := g.r.IntN(4)
+	for i := 0; i < n && len(g.devices) > 0; i++ {
+		d := g.devices[g.r.IntN(len(g.devices))]
+		key := d.driver + "/" + d.pool + "/" + d.dev.Name
+		if used[key] || !fits(capacity, d) {
+			continue
+		}
+		admin := g.chance(0.1)
+		if !admin {
+			used[key] = true
+			for _, c := range d.dev.ConsumesCounters {
+				for name, v := range c.Counters {
+					k := d.pool + "/" + c.CounterSet + "/" + name
+					q := capacity[k]
+					q.Sub(v.Value)
+					capacity[k] = q
+				}
+			}
+		}
+		claim := &resourceapi.ResourceClaim{ObjectMeta: g.meta(fmt.Sprintf("pre-%d", i))}
+		claim.Namespace = "default"
+		claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{
+			DeviceClassName: "any", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1, AdminAccess: adminPtr(admin),
+		}}}
+		claim.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+			Request: "r", Driver: d.driver, Pool: d.pool, Device: d.dev.Name, AdminAccess: adminPtr(admin),
+		}}}}
+		g.c.Inputs.Allocated = append(g.c.Inputs.Allocated, claim)
+	}
+}
+
+func adminPtr(admin bool) *bool {
+	if admin {
+		return ptr.To(true)
+	}
+	return nil
+}
+
+func fits(capacity map[string]resource.Quantity, d genDevice) bool {
+	for _, c := range d.dev.ConsumesCounters {
+		for name, v := range c.Counters {
+			q := capacity[d.pool+"/"+c.CounterSet+"/"+name]
+			if q.Cmp(v.Value) < 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Request selectors guard every attribute with has(): selectors must not
+// fail at runtime on devices of another driver, or engines that evaluate
+// them in a different order would legitimately differ.
+var requestSelectors = []string{
+	`has(device.attributes["gpu.example.com"].model) && device.attributes["gpu.example.com"].model == "a"`,
+	`has(device.attributes["gpu.example.com"].mem) && device.attributes["gpu.example.com"].mem >= 3`,
+	`has(device.capacity["gpu.example.com"].memory) && device.capacity["gpu.example.com"].memory.compareTo(quantity("2Gi")) >= 0`,
+	`has(device.attributes["resource.kubernetes.io"].pcieRoot)`,
+	`!has(device.attributes["gpu.example.com"].numa) || device.attributes["gpu.example.com"].numa == 0`,
+}
+
+var classes = []string{"gpu", "gpu", "gpu", "gpu-big", "nic", "any"}
+
+func (g *gen) count() int64 {
+	switch g.r.IntN(10) {
+	case 0, 1:
+		return 2
+	case 2:
+		return 3
+	default:
+		return 1
+	}
+}
+
+func (g *gen) selectors() []resourceapi.DeviceSelector {
+	var out []resourceapi.DeviceSelector
+	for g.chance(0.3) && len(out) < 2 {
+		out = append(out, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: requestSelectors[g.r.IntN(len(requestSelectors))]}})
+	}
+	return out
+}
+
+func (g *gen) tolerations() []resourceapi.DeviceToleration {
+	switch g.r.IntN(10) {
+	case 0:
+		return []resourceapi.DeviceToleration{{Key: "k1", Operator: resourceapi.DeviceTolerationOpExists}}
+	case 1:
+		return []resourceapi.DeviceToleration{{Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	case 2:
+		return []resourceapi.DeviceToleration{{Key: "k2", Operator: resourceapi.DeviceTolerationOpEqual, Value: "v1"}}
+	}
+	return nil
+}
+
+func (g *gen) mode() resourceapi.DeviceAllocationMode {
+	if g.chance(0.05) {
+		return resourceapi.DeviceAllocationModeAll
+	}
+	return resourceapi.DeviceAllocationModeExactCount
+}
+
+// claim is a claim with one to three requests (some with subrequests) and
+// sometimes matchAttribute / distinctAttribute constraints.
+func (g *gen) claim(name string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: g.meta(name)}
+	c.Namespace = "default"
+	nreq := 1 + g.r.IntN(2)
+	if g.chance(0.1) {
+		nreq = 3
+	}
+	var names []string // request and subrequest names constraints may use
+	for i := 0; i < nreq; i++ {
+		rn := fmt.Sprintf("r%d", i)
+		names = append(names, rn)
+		if g.chance(0.25) {
+			req := resourceapi.DeviceRequest{Name: rn}
+			for s := 0; s < 2+g.r.IntN(2); s++ {
+				sub := resourceapi.DeviceSubRequest{
+					Name: fmt.Sprintf("s%d", s), DeviceClassName: classes[g.r.IntN(len(classes))],
+					Selectors: g.selectors(), AllocationMode: g.mode(), Tolerations: g.tolerations(),
+				}
+				if sub.AllocationMode == resourceapi.DeviceAllocationModeExactCount {
+					sub.Count = g.count()
+				}
+				req.FirstAvailable = append(req.FirstAvailable, sub)
+				names = append(names, rn+"/"+sub.Name)
+			}
+			c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, req)
+			continue
+		}
+		e := &resourceapi.ExactDeviceRequest{
+			DeviceClassName: classes[g.r.IntN(len(classes))], Selectors: g.selectors(),
+			AllocationMode: g.mode(), Tolerations: g.tolerations(),
+		}
+		if e.AllocationMode == resourceapi.DeviceAllocationModeExactCount {
+			e.Count = g.count()
+		}
+		if g.chance(0.05) {
+			e.AdminAccess = ptr.To(true)
+		}
+		c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, resourceapi.DeviceRequest{Name: rn, Exactly: e})
+	}
+	if g.chance(0.4) {
+		attr := []string{pcieRoot, pcieRoot, gpuDriver + "/numa", gpuDriver + "/model"}[g.r.IntN(4)]
+		c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, resourceapi.DeviceConstraint{
+			Requests: g.subset(names), MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(attr)),
+		})
+	}
+	if g.chance(0.2) {
+		attr := []string{gpuDriver + "/index", pcieRoot}[g.r.IntN(2)]
+		c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, resourceapi.DeviceConstraint{
+			Requests: g.subset(names), DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(attr)),
+		})
+	}
+	g.maybeCELConstraint(c, names)
+	return c
+}
+
+// celConstraints are KEP-5254 constraints for the native engine only
+// (upstream does not support them); they guard attributes with has() so
+// that they never fail at runtime.
+var celConstraints = []string{
+	`devices.all(d, !has(d.attributes["gpu.example.com"].numa) || d.attributes["gpu.example.com"].numa == 0)`,
+	`size(devices) <= 2`,
+	`devices.map(d, has(d.attributes["gpu.example.com"].index) ? d.attributes["gpu.example.com"].index : 0).sum() % 2 == 0`,
+	`devices.exists(d, has(d.attributes["gpu.example.com"].model) && d.attributes["gpu.example.com"].model == "b")`,
+}
+
+// maybeCELConstraint annotates some claims with a CEL constraint.
+func (g *gen) maybeCELConstraint(c *resourceapi.ResourceClaim, names []string) {
+	if !g.chance(0.1) {
+		return
+	}
+	value, _ := json.Marshal([]map[string]any{{
+		"requests":   g.subset(names),
+		"expression": celConstraints[g.r.IntN(len(celConstraints))],
+	}})
+	c.Annotations = map[string]string{allocator.CELConstraintsAnnotation: string(value)}
+}
+
+// subset is empty (all requests) half the time, else a random non-empty
+// subset of the names.
+func (g *gen) subset(names []string) []string {
+	if g.chance(0.5) {
+		return nil
+	}
+	var out []string
+	for _, n := range names {
+		if g.chance(0.6) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{names[0]}
+	}
+	return out
+}

@@ -1,0 +1,102 @@
+package difftest
+
+import (
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
+
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/pool"
+)
+
+func TestGenerateIsReproducible(t *testing.T) {
+	for _, seed := range []uint64{1, 7, 12345} {
+		a, b := Generate(seed), Generate(seed)
+		if !apiequality.Semantic.DeepEqual(a, b) {
+			t.Errorf("seed %d: two generations differ", seed)
+		}
+	}
+	if apiequality.Semantic.DeepEqual(Generate(1).Claims, Generate(2).Claims) {
+		t.Error("seeds 1 and 2 generate the same claims")
+	}
+}
+
+// TestGeneratorCovers checks that the default run exercises every feature
+// the differential test is meant to cover.
+func TestGeneratorCovers(t *testing.T) {
+	seen := map[string]int{}
+	for seed := uint64(1); seed <= defaultCases; seed++ {
+		c := Generate(seed)
+		for _, p := range pool.Group(c.Inputs.Slices) {
+			switch {
+			case !p.Complete():
+				seen["incomplete pool"]++
+			case len(p.StaleSlices) > 0:
+				seen["stale slices"]++
+			}
+			if len(p.CounterSets) > 0 {
+				seen["shared counters"]++
+			}
+		}
+		for _, s := range c.Inputs.Slices {
+			if ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
+				seen["per-device node selection"]++
+			}
+			for _, d := range s.Spec.Devices {
+				if len(d.Taints) > 0 {
+					seen["taints"]++
+				}
+				if len(d.Attributes[pcieRoot].StringValues) > 1 {
+					seen["list attributes"]++
+				}
+			}
+		}
+		if len(c.Inputs.Allocated) > 0 {
+			seen["allocated claims"]++
+		}
+		for i, claim := range c.Claims {
+			if _, ok := claim.Annotations[allocator.CELConstraintsAnnotation]; ok {
+				seen["CEL constraints"]++
+			}
+			if c.Node[i] == "" {
+				seen["central allocation"]++
+			} else {
+				seen["allocation for a node"]++
+			}
+			for _, r := range claim.Spec.Devices.Requests {
+				if len(r.FirstAvailable) > 0 {
+					seen["firstAvailable"]++
+				}
+				if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeAll {
+					seen["All"]++
+				}
+				if r.Exactly != nil && ptr.Deref(r.Exactly.AdminAccess, false) {
+					seen["adminAccess"]++
+				}
+				if r.Exactly != nil && len(r.Exactly.Tolerations) > 0 {
+					seen["tolerations"]++
+				}
+			}
+			for _, con := range claim.Spec.Devices.Constraints {
+				if con.MatchAttribute != nil {
+					seen["matchAttribute"]++
+				}
+				if con.DistinctAttribute != nil {
+					seen["distinctAttribute"]++
+				}
+			}
+		}
+	}
+	for _, feature := range []string{
+		"incomplete pool", "stale slices", "shared counters", "per-device node selection", "taints",
+		"list attributes", "allocated claims", "central allocation", "allocation for a node",
+		"firstAvailable", "All", "adminAccess", "tolerations", "matchAttribute", "distinctAttribute", "CEL constraints",
+	} {
+		if seen[feature] < 5 {
+			t.Errorf("%s: only %d times in %d cases", feature, seen[feature], defaultCases)
+		}
+	}
+	t.Logf("coverage: %v", seen)
+}

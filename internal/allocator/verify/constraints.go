@@ -1,0 +1,138 @@
+package verify
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// valueSet is an attribute's values as a set: a scalar is a one-element
+// list. Values of different types never compare equal, so kind is part of
+// every element.
+type valueSet map[string]bool
+
+// attributeValues looks up a fully qualified attribute on a device of
+// driver. Devices may publish their driver's own attributes without the
+// domain, so "driver/name" also finds "name".
+func attributeValues(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, driver string, name resourceapi.FullyQualifiedName) (valueSet, bool) {
+	a, ok := attrs[resourceapi.QualifiedName(name)]
+	if !ok {
+		domain, id, found := strings.Cut(string(name), "/")
+		if !found || domain != driver {
+			return nil, false
+		}
+		if a, ok = attrs[resourceapi.QualifiedName(id)]; !ok {
+			return nil, false
+		}
+	}
+	s := valueSet{}
+	switch {
+	case a.IntValue != nil:
+		s["int:"+strconv.FormatInt(*a.IntValue, 10)] = true
+	case a.BoolValue != nil:
+		s["bool:"+strconv.FormatBool(*a.BoolValue)] = true
+	case a.StringValue != nil:
+		s["string:"+*a.StringValue] = true
+	case a.VersionValue != nil:
+		s["version:"+*a.VersionValue] = true
+	}
+	for _, v := range a.IntValues {
+		s["int:"+strconv.FormatInt(v, 10)] = true
+	}
+	for _, v := range a.BoolValues {
+		s["bool:"+strconv.FormatBool(v)] = true
+	}
+	for _, v := range a.StringValues {
+		s["string:"+v] = true
+	}
+	for _, v := range a.VersionValues {
+		s["version:"+v] = true
+	}
+	return s, len(s) > 0
+}
+
+// constrained returns the results a constraint applies to: those of the
+// named requests (a request name covers its subrequests), or all.
+func (k *check) constrained(requests []string) []result {
+	var out []result
+	for _, res := range k.results {
+		if res.dev == nil || res.req == nil {
+			continue
+		}
+		if len(requests) == 0 || slices.Contains(requests, res.req.name) || slices.Contains(requests, res.req.parent) {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// checkConstraints checks matchAttribute (every device has the attribute
+// and all value sets share at least one value) and distinctAttribute (every
+// device has it and the value sets are pairwise disjoint).
+func (k *check) checkConstraints() {
+	for _, c := range k.claim.Spec.Devices.Constraints {
+		switch {
+		case c.MatchAttribute != nil:
+			k.checkMatch(*c.MatchAttribute, k.constrained(c.Requests))
+		case c.DistinctAttribute != nil:
+			k.checkDistinct(*c.DistinctAttribute, k.constrained(c.Requests))
+		}
+	}
+}
+
+func (k *check) checkMatch(name resourceapi.FullyQualifiedName, results []result) {
+	var common valueSet
+	for i, res := range results {
+		vals, ok := attributeValues(res.dev.Device.Attributes, res.Driver, name)
+		if !ok {
+			k.fail(RuleMatchAttribute, res.id.String(), "device has no attribute %s", name)
+			return
+		}
+		if i == 0 {
+			common = vals
+			continue
+		}
+		next := valueSet{}
+		for v := range common {
+			if vals[v] {
+				next[v] = true
+			}
+		}
+		if len(next) == 0 {
+			k.fail(RuleMatchAttribute, res.id.String(), "attribute %s %v shares no value with the devices before it (%v)", name, sorted(vals), sorted(common))
+			return
+		}
+		common = next
+	}
+}
+
+func (k *check) checkDistinct(name resourceapi.FullyQualifiedName, results []result) {
+	var seen []valueSet
+	for _, res := range results {
+		vals, ok := attributeValues(res.dev.Device.Attributes, res.Driver, name)
+		if !ok {
+			k.fail(RuleDistinctAttribute, res.id.String(), "device has no attribute %s", name)
+			return
+		}
+		for _, other := range seen {
+			for v := range vals {
+				if other[v] {
+					k.fail(RuleDistinctAttribute, res.id.String(), "attribute %s value %s is also on another device", name, v)
+					return
+				}
+			}
+		}
+		seen = append(seen, vals)
+	}
+}
+
+func sorted(s valueSet) []string {
+	out := make([]string, 0, len(s))
+	for v := range s {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,138 @@
+// Command bench runs the allocation benchmark of issue 3: identical inputs,
+// both engines in the same process, claims in the same order, every result
+// recorded as allocated before the next claim, a time budget per engine and
+// workload, and a per-claim timeout (kube-scheduler's default filterTimeout).
+//
+//	go run ./test/bench                      # table, 60 s per engine and workload
+//	go run ./test/bench -quick -format json  # JSON for scripts, 20 s budgets
+//	go run ./test/bench -workloads steady-500n,multihost -engines upstream
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/allocator/native"
+	"github.com/drastack/drastack/internal/allocator/upstream"
+	"github.com/drastack/drastack/test/bench/workload"
+)
+
+const (
+	defaultBudget       = 60 * time.Second
+	quickBudget         = 20 * time.Second
+	defaultClaimTimeout = 10 * time.Second
+)
+
+// engines are the engines the harness knows, by name. Each run gets a new
+// engine, so no cache survives from one workload to the next.
+var engines = map[string]func() allocator.Engine{
+	"native":   func() allocator.Engine { return native.New() },
+	"upstream": upstream.New,
+}
+
+// engineOrder is the order engines run in and appear in the output.
+var engineOrder = []string{"native", "upstream"}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	budget := fs.Duration("budget", defaultBudget, "time budget per engine and workload (20s with -quick unless set)")
+	quick := fs.Bool("quick", false, "short budgets, for CI and scripts")
+	format := fs.String("format", "table", "output format: table or json")
+	only := fs.String("workloads", "", "comma-separated workloads to run (default all)")
+	engineList := fs.String("engines", strings.Join(engineOrder, ","), "comma-separated engines to run")
+	timeout := fs.Duration("timeout", defaultClaimTimeout, "per-claim timeout; a claim that hits it counts as timed out")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	budgetSet := false
+	fs.Visit(func(f *flag.Flag) { budgetSet = budgetSet || f.Name == "budget" })
+	if *quick && !budgetSet {
+		*budget = quickBudget
+	}
+	if *format != "table" && *format != "json" {
+		fmt.Fprintf(stderr, "bench: -format must be table or json, not %q\n", *format)
+		return 2
+	}
+	specs, err := selectWorkloads(*only)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+	names, err := selectEngines(*engineList)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+
+	ctx := context.Background()
+	var rows []Row
+	for _, spec := range specs {
+		for _, name := range names {
+			if spec.NativeOnly && name != "native" {
+				continue
+			}
+			fmt.Fprintf(stderr, "bench: %s on %s (budget %s)...\n", name, spec.Name, *budget)
+			row, err := runOne(ctx, spec, name, engines[name](), *budget, *timeout, stderr)
+			if err != nil {
+				fmt.Fprintf(stderr, "bench: %s on %s: %v\n", name, spec.Name, err)
+				return 1
+			}
+			fmt.Fprintf(stderr, "bench:   %d claims, %d allocated, %d timed out, %.1f claims/s\n", row.Claims, row.Allocated, row.TimedOut, row.ClaimsPerSecond)
+			rows = append(rows, row)
+		}
+	}
+	if *format == "json" {
+		err = writeJSON(stdout, rows)
+	} else {
+		err = writeTable(stdout, rows)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: write output: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func selectWorkloads(list string) ([]workload.Spec, error) {
+	if list == "" {
+		return workload.All(), nil
+	}
+	var out []workload.Spec
+	for _, name := range strings.Split(list, ",") {
+		s, err := workload.Lookup(strings.TrimSpace(name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func selectEngines(list string) ([]string, error) {
+	want := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if _, ok := engines[name]; !ok {
+			return nil, fmt.Errorf("unknown engine %q (have %s)", name, strings.Join(engineOrder, ", "))
+		}
+		want[name] = true
+	}
+	var out []string
+	for _, name := range engineOrder {
+		if want[name] {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
