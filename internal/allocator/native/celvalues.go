@@ -1,0 +1,108 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/blang/semver/v4"
+	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+)
+
+// attributeValue is the native CEL value of an attribute, as selectors see
+// it: scalars as int64/bool/string/semver, lists as slices of those.
+func attributeValue(a resourceapi.DeviceAttribute) (any, error) {
+	switch {
+	case a.IntValues != nil:
+		return a.IntValues, nil
+	case a.BoolValues != nil:
+		return a.BoolValues, nil
+	case a.StringValues != nil:
+		return a.StringValues, nil
+	case a.VersionValues != nil:
+		out := make([]apiservercel.Semver, len(a.VersionValues))
+		for i, s := range a.VersionValues {
+			v, err := semver.Parse(s)
+			if err != nil {
+				return nil, fmt.Errorf("parse semantic version: %w", err)
+			}
+			out[i] = apiservercel.Semver{Version: v}
+		}
+		return out, nil
+	case a.IntValue != nil:
+		return *a.IntValue, nil
+	case a.BoolValue != nil:
+		return *a.BoolValue, nil
+	case a.StringValue != nil:
+		return *a.StringValue, nil
+	case a.VersionValue != nil:
+		v, err := semver.Parse(*a.VersionValue)
+		if err != nil {
+			return nil, fmt.Errorf("parse semantic version: %w", err)
+		}
+		return apiservercel.Semver{Version: v}, nil
+	}
+	return nil, errors.New("attribute has no value")
+}
+
+// defaultMap returns an empty map for unknown keys, so that
+// `d.attributes["other.example.com"]` is empty instead of an error, exactly
+// as in selectors.
+type defaultMap struct {
+	traits.Mapper
+	empty ref.Val
+}
+
+// Find implements traits.Mapper.
+func (m defaultMap) Find(key ref.Val) (ref.Val, bool) {
+	if v, ok := m.Mapper.Find(key); ok {
+		return v, true
+	}
+	return m.empty, true
+}
+
+// sizeEstimator gives the cost estimator the maximum sizes of what
+// `devices` holds, from the declared types (32 devices, 32 attributes per
+// device, 64 characters or list entries per value).
+type sizeEstimator struct {
+	devices *apiservercel.DeclType
+}
+
+// EstimateSize implements checker.CostEstimator.
+func (s *sizeEstimator) EstimateSize(element checker.AstNode) *checker.SizeEstimate {
+	path := element.Path()
+	if len(path) == 0 || path[0] != devicesVar {
+		return nil
+	}
+	t := s.devices
+	for _, name := range path[1:] {
+		switch {
+		case name == "@items" || name == "@values":
+			t = t.ElemType
+		case name == "@keys":
+			t = t.KeyType
+		case t.Fields != nil:
+			f, ok := t.Fields[name]
+			if !ok {
+				return nil
+			}
+			t = f.Type
+		default:
+			// A map indexed by a constant key (a domain or attribute name).
+			t = t.ElemType
+		}
+		if t == nil {
+			return nil
+		}
+	}
+	return &checker.SizeEstimate{Min: 0, Max: uint64(max(t.MaxElements, 0))}
+}
+
+// EstimateCallCost implements checker.CostEstimator.
+func (s *sizeEstimator) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}

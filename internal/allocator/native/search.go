@@ -1,0 +1,360 @@
+package native
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/google/cel-go/common/types/ref"
+
+	"github.com/drastack/drastack/internal/allocator"
+)
+
+// search is one depth-first search for the claims of a plan on one node.
+//
+// Devices of one request are chosen in candidate order with increasing
+// positions, so every set is tried once (combinations, not permutations).
+// A matchAttribute constraint is decided up front: at the first request it
+// applies to, the search branches over the values that enough candidates
+// share and keeps only devices with that value from then on. That is exact
+// for list attributes too (a non-empty intersection is a shared value) and
+// leaves nothing to restore on backtracking except the branch itself.
+type search struct {
+	s     *Session
+	ctx   context.Context
+	p     *plan
+	node  int
+	limit int64
+	steps int64
+
+	subChoice []int
+	cands     [][][]int32 // per slot and sub; nil until computed for this node
+	chosen    []choice
+	// tent counts how often each device is tentatively chosen in this search.
+	tent     map[int32]int
+	matchSet []bool
+	matchVal []string
+	used     []map[string]int // distinctAttribute: values taken
+	celFalse bool
+	reason   string
+}
+
+type choice struct {
+	slot, sub int
+	dev       int32
+}
+
+func (s *Session) newSearch(ctx context.Context, p *plan, limit int64) *search {
+	return &search{s: s, ctx: ctx, p: p, limit: limit}
+}
+
+// reset prepares the search for node (an index into Session.nodes, or -1)
+// and undoes whatever a previous run left tentatively allocated.
+func (x *search) reset(node int) {
+	for len(x.chosen) > 0 {
+		x.undo()
+	}
+	x.node = node
+	x.subChoice = make([]int, len(x.p.slots))
+	x.cands = make([][][]int32, len(x.p.slots))
+	for i := range x.p.slots {
+		x.cands[i] = make([][]int32, len(x.p.slots[i].subs))
+	}
+	x.tent = map[int32]int{}
+	x.matchSet = make([]bool, len(x.p.match))
+	x.matchVal = make([]string, len(x.p.match))
+	x.used = make([]map[string]int, len(x.p.distinct))
+	for i := range x.used {
+		x.used[i] = map[string]int{}
+	}
+	x.celFalse = false
+	x.reason = ""
+}
+
+func (x *search) failf(format string, args ...any) {
+	if x.reason == "" {
+		x.reason = fmt.Sprintf(format, args...)
+	}
+}
+
+// run searches on node; on success x.chosen holds the allocation.
+func (x *search) run(node int) (bool, error) {
+	x.reset(node)
+	ok, err := x.feasible()
+	if !ok || err != nil {
+		return false, err
+	}
+	ok, err = x.slot(0)
+	if err == nil && !ok && x.reason == "" {
+		if x.celFalse {
+			x.reason = "no combination of devices satisfies the CEL constraints"
+		} else {
+			x.reason = "constraints and counters leave no complete set of devices"
+		}
+	}
+	return ok, err
+}
+
+func (x *search) candidates(i, b int) ([]int32, error) {
+	if c := x.cands[i][b]; c != nil {
+		return c, nil
+	}
+	c, err := x.s.candidatesOn(x.ctx, x.p.slots[i].subs[b].cs, x.node)
+	if err != nil {
+		sl := x.p.slots[i]
+		return nil, fmt.Errorf("claim %s, request %s: %w", allocator.ClaimKey(x.p.claims[sl.claim]), sl.subs[b].name, err)
+	}
+	if c == nil {
+		c = []int32{}
+	}
+	x.cands[i][b] = c
+	return c, nil
+}
+
+// feasible checks cardinality before any search: every request needs some
+// alternative with enough usable candidates on this node.
+func (x *search) feasible() (bool, error) {
+	for i := range x.p.slots {
+		sl := &x.p.slots[i]
+		ok := false
+		for b := range sl.subs {
+			c, err := x.candidates(i, b)
+			if err != nil {
+				return false, err
+			}
+			sb := &sl.subs[b]
+			if sb.all {
+				ok = ok || len(c) > 0
+				continue
+			}
+			if n := x.countUsable(i, sb, c, sb.count); n >= sb.count {
+				ok = true
+			} else if len(sl.subs) == 1 {
+				x.failf("request %s: %d matching devices available, %d needed", sb.name, n, sb.count)
+			}
+		}
+		if !ok {
+			x.failf("request %s: not enough matching devices", sl.subs[0].name)
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (x *search) countUsable(i int, sb *sub, c []int32, enough int) int {
+	n := 0
+	for _, d := range c {
+		if x.usable(i, sb, d) {
+			n++
+			if n >= enough {
+				break
+			}
+		}
+	}
+	return n
+}
+
+func (x *search) step() error {
+	x.steps++
+	if x.steps > x.limit {
+		return fmt.Errorf("%w: gave up after %d steps (devices tried); the claims' constraints leave too many combinations to check, narrow them with selectors or a smaller count", allocator.ErrSearchBound, x.limit)
+	}
+	if x.steps&1023 == 0 {
+		if err := x.ctx.Err(); err != nil {
+			return fmt.Errorf("allocation aborted: %w", context.Cause(x.ctx))
+		}
+	}
+	return nil
+}
+
+func (x *search) slot(i int) (bool, error) {
+	if i == len(x.p.slots) {
+		return true, nil
+	}
+	for b := range x.p.slots[i].subs {
+		x.subChoice[i] = b
+		c, err := x.candidates(i, b)
+		if err != nil {
+			return false, err
+		}
+		ok, err := x.enterSub(i, b, c)
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// enterSub decides unset matchAttribute values for the alternative, checks
+// cardinality and then picks devices.
+func (x *search) enterSub(i, b int, c []int32) (bool, error) {
+	sb := &x.p.slots[i].subs[b]
+	for _, m := range sb.match {
+		if x.matchSet[m] {
+			continue
+		}
+		values := x.matchValues(i, sb, c, m)
+		if len(values) == 0 {
+			x.failf("request %s: no value of %s is shared by enough devices", sb.name, x.p.match[m])
+		}
+		for _, v := range values {
+			x.matchSet[m], x.matchVal[m] = true, v
+			ok, err := x.enterSub(i, b, c)
+			if ok || err != nil {
+				return ok, err
+			}
+		}
+		x.matchSet[m] = false
+		return false, nil
+	}
+	if sb.all {
+		return x.pickAll(i, b, c)
+	}
+	if x.claimDevices(x.p.slots[i].claim)+sb.count > maxResults {
+		x.failf("request %s: %d more devices do not fit into one allocation result", sb.name, sb.count)
+		return false, nil
+	}
+	if n := x.countUsable(i, sb, c, sb.count); n < sb.count {
+		return false, nil
+	}
+	if len(sb.distinct) > 0 && !x.enoughDistinct(i, sb, c) {
+		return false, nil
+	}
+	return x.pick(i, b, c, 0, 0)
+}
+
+func (x *search) pick(i, b int, c []int32, k, start int) (bool, error) {
+	sb := &x.p.slots[i].subs[b]
+	if k == sb.count {
+		return x.finishSlot(i)
+	}
+	need := sb.count - k
+	for p := start; p <= len(c)-need; p++ {
+		d := c[p]
+		if !x.usable(i, sb, d) {
+			continue
+		}
+		if err := x.step(); err != nil {
+			return false, err
+		}
+		x.apply(i, b, d)
+		ok, err := x.pick(i, b, c, k+1, p+1)
+		if ok || err != nil {
+			return ok, err
+		}
+		x.undo()
+	}
+	return false, nil
+}
+
+// pickAll takes every candidate; one that cannot be taken fails the request.
+func (x *search) pickAll(i, b int, c []int32) (bool, error) {
+	sb := &x.p.slots[i].subs[b]
+	if len(c) == 0 {
+		return false, nil
+	}
+	if x.s.badPoolReachable(x.node) {
+		x.failf("request %s asks for all devices, but a pool on the node is incomplete or invalid", sb.name)
+		return false, nil
+	}
+	if x.claimDevices(x.p.slots[i].claim)+len(c) > maxResults {
+		x.failf("request %s: all %d devices do not fit into one allocation result", sb.name, len(c))
+		return false, nil
+	}
+	n := 0
+	for _, d := range c {
+		if !x.usable(i, sb, d) {
+			x.failf("request %s asks for all devices, but some cannot be allocated", sb.name)
+			break
+		}
+		if err := x.step(); err != nil {
+			return false, err
+		}
+		x.apply(i, b, d)
+		n++
+	}
+	if n == len(c) {
+		ok, err := x.finishSlot(i)
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+	for ; n > 0; n-- {
+		x.undo()
+	}
+	return false, nil
+}
+
+// finishSlot evaluates the CEL constraints whose devices are now complete.
+func (x *search) finishSlot(i int) (bool, error) {
+	for ci := range x.p.cels {
+		cp := &x.p.cels[ci]
+		if cp.lastSlot != i {
+			continue
+		}
+		ok, err := x.evalCEL(ci)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return x.slot(i + 1)
+}
+
+func (x *search) evalCEL(ci int) (bool, error) {
+	cp := &x.p.cels[ci]
+	vals := make([]ref.Val, 0, 8)
+	key := make([]byte, 0, len(cp.expr)+40)
+	key = append(key, cp.expr...)
+	for _, ch := range x.chosen {
+		sl := &x.p.slots[ch.slot]
+		if sl.claim != cp.claim || !containsInt(sl.subs[ch.sub].cels, ci) {
+			continue
+		}
+		v, err := x.s.celValue(ch.dev)
+		if err != nil {
+			return false, err
+		}
+		vals = append(vals, v)
+		key = binary.LittleEndian.AppendUint32(append(key, 0), uint32(ch.dev))
+	}
+	// The same devices in the same order give the same answer: claims that
+	// search the same devices again (a full node, a retry) skip CEL.
+	ok, known := x.s.celMemo[string(key)]
+	if !known {
+		var err error
+		ok, err = x.s.e.constraints.eval(x.ctx, cp.prog, vals)
+		if err != nil && x.ctx.Err() != nil {
+			return false, fmt.Errorf("allocation aborted: %w", err)
+		}
+		if err != nil {
+			return false, &allocator.InvalidClaimError{Claim: allocator.ClaimKey(x.p.claims[cp.claim]), Field: cp.field, Err: err}
+		}
+		if len(x.s.celMemo) >= maxCELMemo {
+			clear(x.s.celMemo)
+		}
+		x.s.celMemo[string(key)] = ok
+	}
+	if !ok {
+		x.celFalse = true
+	}
+	return ok, nil
+}
+
+func (x *search) claimDevices(claim int) int {
+	n := 0
+	for _, ch := range x.chosen {
+		if x.p.slots[ch.slot].claim == claim {
+			n++
+		}
+	}
+	return n
+}
+
+func containsInt(list []int, v int) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

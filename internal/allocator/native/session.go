@@ -1,0 +1,251 @@
+package native
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/google/cel-go/common/types/ref"
+
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/pool"
+)
+
+// deviceID names a device the way allocation results do.
+type deviceID struct{ driver, pool, device string }
+
+// device is one allocatable device of the snapshot with everything the
+// search asks about it precomputed.
+type device struct {
+	id    deviceID
+	slice *resourceapi.ResourceSlice
+	dev   *resourceapi.Device
+	// node is set for node-local devices (slice or per-device nodeName).
+	node string
+	// sel indexes Session.nodeSels for devices reachable through a node
+	// selector, -1 otherwise.
+	sel      int32
+	allNodes bool
+	// hardTaints: the device has a NoSchedule or NoExecute taint.
+	hardTaints bool
+	consumes   []consumption
+	// footprint is the share of its counter sets the device uses; smaller
+	// devices are tried first (KEP-4815: fill partitions smallest first).
+	footprint float64
+	// cacheKey identifies the device version across sessions; empty when the
+	// slice has no UID or resourceVersion (objects read from files).
+	cacheKey string
+}
+
+// consumption is an amount of one counter (index into Session.remaining).
+type consumption struct {
+	counter int32
+	amount  int64
+}
+
+// badPool is a pool the allocator must not use; "All" requests fail when one
+// can reach the node, as in kube-scheduler.
+type badPool struct {
+	id     pool.ID
+	slices []*resourceapi.ResourceSlice
+}
+
+// Session implements allocator.Session for the native engine.
+type Session struct {
+	e     *Engine
+	devs  []device
+	byID  map[deviceID]int32
+	nodes []*corev1.Node
+	// nodeIdx maps node names to indexes into nodes.
+	nodeIdx map[string]int
+	// localByNode lists node-local devices per node in snapshot order.
+	localByNode map[string][]int32
+	// freeLocal counts node-local devices per node that are not in use.
+	freeLocal map[string]int
+	nodeSels  []*nodeSel
+	badPools  []badPool
+
+	// remaining is the balance of every counter of every pool.
+	remaining []int64
+	inUse     []bool
+	recorded  map[string]bool
+
+	// exprResults caches selector results per expression and device:
+	// 0 unknown, 1 true, 2 false.
+	exprResults map[string][]int8
+	cands       map[string]*candSet
+	// attrCache holds attribute values per attribute name and device.
+	attrCache map[string][][]string
+	// celVals holds the CEL constraint view per device, built on demand.
+	celVals []ref.Val
+	// celMemo remembers CEL constraint results per expression and ordered
+	// device list.
+	celMemo map[string]bool
+	classes map[string]*resourceapi.DeviceClass
+}
+
+var _ allocator.Session = &Session{}
+
+func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, error) {
+	s := &Session{
+		e:           e,
+		byID:        map[deviceID]int32{},
+		nodeIdx:     map[string]int{},
+		localByNode: map[string][]int32{},
+		freeLocal:   map[string]int{},
+		recorded:    map[string]bool{},
+		exprResults: map[string][]int8{},
+		cands:       map[string]*candSet{},
+		attrCache:   map[string][][]string{},
+		celMemo:     map[string]bool{},
+		classes:     map[string]*resourceapi.DeviceClass{},
+	}
+	for _, c := range in.Classes {
+		if c != nil {
+			s.classes[c.Name] = c
+		}
+	}
+	for _, n := range in.Nodes {
+		if n != nil {
+			s.addNode(n)
+		}
+	}
+	selIdx := map[*corev1.NodeSelector]int32{}
+	for _, p := range pool.Group(in.Slices) {
+		if !p.Allocatable() {
+			s.badPools = append(s.badPools, badPool{id: p.ID, slices: p.Slices})
+			continue
+		}
+		s.addPool(p, selIdx)
+	}
+	if len(in.Nodes) == 0 {
+		// Without Node objects (for example slices read from files) the
+		// nodes named by node-local devices are the candidates.
+		for i := range s.devs {
+			if n := s.devs[i].node; n != "" {
+				if _, ok := s.nodeIdx[n]; !ok {
+					s.addNode(&corev1.Node{ObjectMeta: metaName(n)})
+				}
+			}
+		}
+	}
+	s.inUse = make([]bool, len(s.devs))
+	for _, c := range in.Allocated {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("build session: %w", err)
+		}
+		if err := s.Record(c); err != nil {
+			return nil, fmt.Errorf("build session: %w", err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Session) addNode(n *corev1.Node) int {
+	if i, ok := s.nodeIdx[n.Name]; ok {
+		return i
+	}
+	s.nodes = append(s.nodes, n)
+	s.nodeIdx[n.Name] = len(s.nodes) - 1
+	return len(s.nodes) - 1
+}
+
+func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32) {
+	// Counters of the pool get consecutive indexes in s.remaining.
+	counterIdx := map[[2]string]int32{}
+	capacity := map[int32]int64{}
+	for setName, set := range p.CounterSets {
+		for name, q := range set.Counters {
+			i := int32(len(s.remaining))
+			counterIdx[[2]string{setName, name}] = i
+			v := counterValue(q)
+			s.remaining = append(s.remaining, v)
+			capacity[i] = v
+		}
+	}
+	for _, pd := range p.Devices {
+		d := device{
+			id:       deviceID{driver: p.Driver, pool: p.ID.Pool, device: pd.Device.Name},
+			slice:    pd.Slice,
+			dev:      pd.Device,
+			node:     pd.NodeName,
+			sel:      -1,
+			allNodes: pd.AllNodes,
+		}
+		if pd.NodeSelector != nil {
+			i, ok := selIdx[pd.NodeSelector]
+			if !ok {
+				i = int32(len(s.nodeSels))
+				s.nodeSels = append(s.nodeSels, newNodeSel(pd.NodeSelector))
+				selIdx[pd.NodeSelector] = i
+			}
+			d.sel = i
+		}
+		for _, t := range pd.Device.Taints {
+			if t.Effect == resourceapi.DeviceTaintEffectNoSchedule || t.Effect == resourceapi.DeviceTaintEffectNoExecute {
+				d.hardTaints = true
+			}
+		}
+		for _, cc := range pd.Device.ConsumesCounters {
+			for name, c := range cc.Counters {
+				i := counterIdx[[2]string{cc.CounterSet, name}]
+				amt := counterValue(c.Value)
+				d.consumes = append(d.consumes, consumption{counter: i, amount: amt})
+				if c := capacity[i]; c > 0 {
+					d.footprint += float64(amt) / float64(c)
+				}
+			}
+		}
+		if pd.Slice.UID != "" && pd.Slice.ResourceVersion != "" {
+			d.cacheKey = string(pd.Slice.UID) + "/" + pd.Slice.ResourceVersion + "/" + pd.Device.Name
+		}
+		idx := int32(len(s.devs))
+		s.devs = append(s.devs, d)
+		s.byID[d.id] = idx
+		if d.node != "" {
+			s.localByNode[d.node] = append(s.localByNode[d.node], idx)
+			s.freeLocal[d.node]++
+		}
+	}
+}
+
+// Record implements allocator.Session: the devices of an allocated claim
+// are in use and consume their counters from now on. Devices allocated with
+// admin access neither block others nor consume counters, as in
+// kube-scheduler. Recording the same claim twice has no further effect.
+func (s *Session) Record(claim *resourceapi.ResourceClaim) error {
+	if claim == nil || claim.Status.Allocation == nil {
+		return nil
+	}
+	key := string(claim.UID)
+	if key == "" {
+		key = claim.Namespace + "/" + claim.Name
+	}
+	if s.recorded[key] {
+		return nil
+	}
+	s.recorded[key] = true
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if ptr.Deref(r.AdminAccess, false) {
+			continue
+		}
+		i, ok := s.byID[deviceID{r.Driver, r.Pool, r.Device}]
+		if !ok || s.inUse[i] {
+			// Devices of pools we cannot use (or a double allocation, which
+			// the pool validator reports) change nothing we allocate from.
+			continue
+		}
+		s.inUse[i] = true
+		d := &s.devs[i]
+		if d.node != "" {
+			s.freeLocal[d.node]--
+		}
+		for _, c := range d.consumes {
+			s.remaining[c.counter] -= c.amount
+		}
+	}
+	return nil
+}
