@@ -69,7 +69,7 @@ test-unit: ## Unit tests of pure packages and integration tests against the real
 
 .PHONY: test-e2e
 test-e2e: k8s ## End-to-end tests on the local control plane (kube-apiserver, scheduler, controller-manager, kwok).
-	go test $(GO_TEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -count=1 ./test/e2e/...
+	go test $(GO_TEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -count=1 ./test/e2e/... ./internal/cli/...
 
 .PHONY: bench
 bench: ## Benchmarks: engines side by side, pool validation at scale.
