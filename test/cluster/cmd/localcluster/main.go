@@ -1,0 +1,113 @@
+// Command localcluster runs the drastack local control plane (etcd,
+// kube-apiserver, kube-scheduler, kube-controller-manager, kwok) with a few
+// kwok nodes until it is interrupted. `make demo` and people exploring by
+// hand use it; tests use package cluster directly.
+//
+//	go run ./test/cluster/cmd/localcluster -nodes 3 -kubeconfig /tmp/drastack.kubeconfig
+//
+// Once everything is up it prints one line that scripts wait for:
+//
+//	cluster ready: kubeconfig=/tmp/drastack.kubeconfig
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/drastack/drastack/test/cluster"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "localcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	// A flag set of our own: controller-runtime registers -kubeconfig on
+	// the global one.
+	fs := flag.NewFlagSet("localcluster", flag.ExitOnError)
+	nodes := fs.Int("nodes", 3, "number of kwok nodes (kwok-node-0, kwok-node-1, ...)")
+	kubeconfig := fs.String("kubeconfig", "", "write the administrator kubeconfig to this path (default: only inside the cluster's temporary folder)")
+	crds := fs.String("crds", "", "folder of CustomResourceDefinitions to install before reporting ready")
+	logDir := fs.String("log-dir", "", "folder for the component logs, kept after exit (default: temporary, removed on exit)")
+	binDir := fs.String("bin-dir", "", "folder with the control plane binaries (default: $"+cluster.BinaryDirEnv+", else bin/k8s/"+cluster.KubernetesVersion+" of the module)")
+	verbosity := fs.Int("v", 0, "log level of kube-scheduler and kube-controller-manager")
+	timeout := fs.Duration("start-timeout", 3*time.Minute, "how long to wait for the cluster to come up")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+
+	opts := cluster.Options{
+		BinaryDir: *binDir,
+		Nodes:     *nodes,
+		LogDir:    *logDir,
+		Verbosity: *verbosity,
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "localcluster: "+format+"\n", args...)
+		},
+	}
+	if *crds != "" {
+		opts.CRDDirectoryPaths = []string{*crds}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	startCtx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	begin := time.Now()
+	c, err := cluster.Start(startCtx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(os.Stderr, "localcluster: stopping")
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "localcluster: stop:", err)
+		}
+	}()
+
+	path := c.KubeconfigPath
+	if *kubeconfig != "" {
+		if path, err = copyKubeconfig(c.KubeconfigPath, *kubeconfig); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "localcluster: started in %s; logs in %s\n", time.Since(begin).Round(100*time.Millisecond), c.LogDir)
+	fmt.Printf("cluster ready: kubeconfig=%s\n", path)
+
+	<-ctx.Done()
+	if *kubeconfig != "" {
+		// The kubeconfig points at a server that is about to disappear.
+		_ = os.Remove(*kubeconfig)
+	}
+	return nil
+}
+
+// copyKubeconfig copies the kubeconfig and returns the absolute path of the
+// copy, so that the readiness line works from any folder.
+func copyKubeconfig(from, to string) (string, error) {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return "", fmt.Errorf("read kubeconfig: %w", err)
+	}
+	abs, err := filepath.Abs(to)
+	if err != nil {
+		return "", fmt.Errorf("kubeconfig path %s: %w", to, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return "", fmt.Errorf("kubeconfig folder: %w", err)
+	}
+	if err := os.WriteFile(abs, data, 0o600); err != nil {
+		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return abs, nil
+}

@@ -1,0 +1,201 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// KubernetesVersion is the release the control plane binaries are built
+// from; the API server reports it as its git version.
+const KubernetesVersion = "v1.36.3"
+
+// BinaryDirEnv overrides where the control plane binaries are looked up,
+// for machines that keep them outside the repository.
+const BinaryDirEnv = "DRASTACK_K8S_BIN"
+
+// Binaries are the executables a binary folder must hold.
+var Binaries = []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl", "kwok"}
+
+// RuntimeConfig enables every resource.k8s.io version the 1.36 API server
+// can serve: v1 for the DRA core types, v1beta2 for DeviceTaintRule and
+// v1alpha3 for ResourcePoolStatusRequest.
+const RuntimeConfig = "resource.k8s.io/v1=true,resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true"
+
+// FeatureGates are the DRA features drastack builds on. They are passed to
+// every component, because the API server alone keeping a field is not
+// enough: kube-scheduler must also use it when it allocates.
+var FeatureGates = []string{
+	"DRAPartitionableDevices=true",
+	"DRADeviceTaints=true",
+	"DRADeviceTaintRules=true",
+	"DRAConsumableCapacity=true",
+	"DRAListTypeAttributes=true",
+	"DRAPrioritizedList=true",
+}
+
+// Options configures Start. The zero value starts a cluster without nodes
+// from the default binary folder.
+type Options struct {
+	// BinaryDir holds the control plane binaries (see Binaries). Default:
+	// $DRASTACK_K8S_BIN, else bin/k8s/<KubernetesVersion> under the module
+	// root found from the working directory, else the per-user build cache
+	// that hack/build-k8s.sh fills.
+	BinaryDir string
+
+	// Nodes is how many kwok nodes to create before Start returns. They are
+	// named kwok-node-0, kwok-node-1, ... and are Ready when Start returns.
+	Nodes int
+
+	// NodeLabels are added to every node Start creates, on top of the
+	// labels every kwok node gets (see NodeSpec).
+	NodeLabels map[string]string
+
+	// NodeCapacity is the capacity and allocatable of the nodes Start
+	// creates. Default: DefaultNodeCapacity.
+	NodeCapacity corev1.ResourceList
+
+	// CRDDirectoryPaths are folders (or files) of CustomResourceDefinitions
+	// installed before Start returns (see Cluster.InstallCRDs). A missing
+	// path, or one without CRDs, is an error.
+	CRDDirectoryPaths []string
+
+	// LogDir receives one log file per component. It is kept after Stop so
+	// that a failed run can be read. Default: a folder inside the cluster's
+	// temporary directory, removed by Stop.
+	LogDir string
+
+	// ExtraFeatureGates are appended to FeatureGates for every component,
+	// for example "DRADeviceBindingConditions=true".
+	ExtraFeatureGates []string
+
+	// StartTimeout bounds each wait during Start (API server healthy,
+	// scheduler and controller manager healthy, nodes Ready). Default: two
+	// minutes, because a 2-core machine busy compiling is slow.
+	StartTimeout time.Duration
+
+	// Verbosity is the klog level of kube-scheduler and
+	// kube-controller-manager. Default 0.
+	Verbosity int
+
+	// Logf receives progress lines ("etcd and kube-apiserver ready in
+	// 3.1s"). Default: discard.
+	Logf func(format string, args ...any)
+}
+
+// DefaultNodeCapacity is what a kwok node offers when Options.NodeCapacity
+// or NodeSpec.Capacity is empty: enough for many small test pods.
+func DefaultNodeCapacity() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+}
+
+const defaultStartTimeout = 2 * time.Minute
+
+func (o Options) startTimeout() time.Duration {
+	if o.StartTimeout <= 0 {
+		return defaultStartTimeout
+	}
+	return o.StartTimeout
+}
+
+func (o Options) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}
+
+func (o Options) featureGates() string {
+	gates := append(append([]string{}, FeatureGates...), o.ExtraFeatureGates...)
+	return strings.Join(gates, ",")
+}
+
+// ResolveBinaryDir returns the folder the binaries are taken from, in the
+// order documented on Options.BinaryDir, and checks that every binary is
+// there. The error names the missing binaries and how to build them.
+func ResolveBinaryDir(explicit string) (string, error) {
+	var candidates []string
+	switch {
+	case explicit != "":
+		candidates = []string{explicit}
+	case os.Getenv(BinaryDirEnv) != "":
+		candidates = []string{os.Getenv(BinaryDirEnv)}
+	default:
+		if root, err := moduleRoot(); err == nil {
+			candidates = append(candidates, filepath.Join(root, "bin", "k8s", KubernetesVersion))
+		}
+		if cache, err := userCacheDir(); err == nil {
+			candidates = append(candidates, filepath.Join(cache, "drastack", "k8s", KubernetesVersion))
+		}
+	}
+	var problems []string
+	for _, dir := range candidates {
+		missing := missingBinaries(dir)
+		if len(missing) == 0 {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return "", fmt.Errorf("absolute path of %s: %w", dir, err)
+			}
+			return abs, nil
+		}
+		problems = append(problems, fmt.Sprintf("%s lacks %s", dir, strings.Join(missing, ", ")))
+	}
+	if len(candidates) == 0 {
+		return "", errors.New("no folder to look for the control plane binaries in: set " + BinaryDirEnv)
+	}
+	return "", fmt.Errorf("control plane binaries not found (%s); build them with hack/build-k8s.sh bin/k8s/%s or set %s",
+		strings.Join(problems, "; "), KubernetesVersion, BinaryDirEnv)
+}
+
+func missingBinaries(dir string) []string {
+	var missing []string
+	for _, b := range Binaries {
+		info, err := os.Stat(filepath.Join(dir, b))
+		if err != nil || info.IsDir() || info.Mode().Perm()&0o111 == 0 {
+			missing = append(missing, b)
+		}
+	}
+	return missing
+}
+
+// userCacheDir follows hack/build-k8s.sh: $XDG_CACHE_HOME, else ~/.cache.
+func userCacheDir() (string, error) {
+	if dir := os.Getenv("XDG_CACHE_HOME"); dir != "" {
+		return dir, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("home directory: %w", err)
+	}
+	return filepath.Join(home, ".cache"), nil
+}
+
+// moduleRoot walks up from the working directory to the go.mod of this
+// module. Tests run in their package folder and `go run` in the caller's,
+// so the working directory is the only anchor that works for both.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(data), "module github.com/drastack/drastack\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod of github.com/drastack/drastack not found above the working directory")
+		}
+		dir = parent
+	}
+}
