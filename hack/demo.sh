@@ -75,9 +75,7 @@ wait_for "DRAStack default to be Ready" 180 \
   "$KUBECTL" wait --for=condition=Ready drastack/default --timeout=5s
 wait_for "ResourceSlices to be published" 120 \
   bash -c "[ \"\$('$KUBECTL' get resourceslices -o name | wc -l)\" -gt 0 ]"
-if "$KUBECTL" get crd devicepools.drastack.io >/dev/null 2>&1 && grep -q "pool controller" "$LOGS/manager.log" 2>/dev/null; then
-  wait_for "DevicePools to be reported" 120 bash -c "[ \"\$('$KUBECTL' get pool -o name | wc -l)\" -gt 0 ]"
-fi
+wait_for "DevicePools to be reported" 120 bash -c "[ \"\$('$KUBECTL' get pool -o name | wc -l)\" -gt 0 ]"
 sleep 2
 
 echo
