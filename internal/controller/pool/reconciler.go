@@ -1,0 +1,304 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	poolpkg "github.com/drastack/drastack/internal/pool"
+)
+
+// FieldManager owns DevicePool status and, in the DRAStack status,
+// pools, summary.pools and the PoolsHealthy condition.
+const FieldManager = "drastack-pool"
+
+// DefaultWorkers is how many pools are reconciled in parallel. Validation
+// is microseconds; the time goes into API writes, which overlap well.
+const DefaultWorkers = 4
+
+// Reconciler keeps one DevicePool per resource pool (driver, pool name)
+// up to date. It is driven by pool IDs, not by objects: informer events
+// update the in-memory model and enqueue the pools they touched (see
+// SetupWithManager), and Reconcile validates one pool and writes its
+// DevicePool.
+type Reconciler struct {
+	// Client reads DevicePools and the DRAStack from the manager's cache
+	// and writes them.
+	Client client.Client
+	// Recorder emits health Events on DevicePools; nil emits none.
+	Recorder events.EventRecorder
+	// Workers is the number of parallel reconciles; default DefaultWorkers.
+	Workers int
+	// StackStatusInterval is the least time between two writes of the
+	// DRAStack's pool status; default DefaultStackStatusInterval.
+	StackStatusInterval time.Duration
+	// Now defaults to time.Now; tests replace it.
+	Now func() time.Time
+
+	model *model
+	board *board
+	cfg   atomic.Pointer[config]
+}
+
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=drastack.io,resources=devicepools,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=drastack.io,resources=devicepools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// init prepares the in-memory state; SetupWithManager and the tests call it.
+func (r *Reconciler) init() {
+	r.model = newModel()
+	r.board = newBoard()
+	c := defaultConfig()
+	r.cfg.Store(&c)
+}
+
+func (r *Reconciler) config() config { return *r.cfg.Load() }
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Reconcile validates one pool and converges its DevicePool: created when
+// the pool appears, its status written when it changed, deleted once the
+// pool has had no slices for the grace period. It is idempotent; the only
+// memory it relies on (since when a pool is incomplete) is also kept in
+// the DevicePool status, so a restarted operator picks it up.
+func (r *Reconciler) Reconcile(ctx context.Context, id poolpkg.ID) (reconcile.Result, error) {
+	logger := log.FromContext(ctx).WithValues("driver", id.Driver, "pool", id.Pool)
+	cfg := r.config()
+	now := r.now()
+
+	dp, name, err := r.devicePool(ctx, id)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var prev *v1alpha1.DevicePoolStatus
+	if dp != nil {
+		prev = &dp.Status
+	}
+
+	v, exists := r.validate(id, prev, now, cfg)
+	if !exists {
+		r.board.remove(id)
+		r.model.forget(id)
+		return reconcile.Result{}, nil
+	}
+	if v.expired {
+		if err := r.Client.Delete(ctx, dp, client.Preconditions{UID: &dp.UID}); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("delete DevicePool %s of gone pool %s: %w", dp.Name, id, err)
+		}
+		logger.Info("Deleted DevicePool: the pool has had no slices for the grace period", "devicePool", dp.Name, "grace", cfg.grace)
+		r.board.remove(id)
+		r.model.forget(id)
+		return reconcile.Result{}, nil
+	}
+
+	if dp == nil {
+		dp = newDevicePool(name, id)
+		if err := r.Client.Create(ctx, dp, client.FieldOwner(FieldManager)); err != nil {
+			// AlreadyExists means the cache is behind; the retry sees it.
+			return reconcile.Result{}, fmt.Errorf("create DevicePool %s for pool %s: %w", name, id, err)
+		}
+		logger.V(1).Info("Created DevicePool", "devicePool", name)
+	}
+	// The cached DevicePool can be compared with only when it shows this
+	// process's last write (or this process has not written it yet).
+	e := r.board.get(id)
+	version := dp.ResourceVersion
+	written := false
+	if (e != nil && e.version != dp.ResourceVersion) || !statusEqual(&dp.Status, &v.status) {
+		if version, err = applyStatus(ctx, r.Client, dp.Name, &v.status); err != nil {
+			return reconcile.Result{}, err
+		}
+		written = true
+	}
+
+	// What the last Event said: the board knows it in this process, the
+	// previous status after a restart.
+	last, warned := prev, prev != nil && alarming(prev)
+	if e != nil {
+		last, warned = &v1alpha1.DevicePoolStatus{Health: e.health, Reason: e.reason}, e.warned
+	}
+	if ev, ok := decideEvent(last, &v.status, warned); ok {
+		r.emit(dp, ev)
+		warned = ev.warning
+	}
+	// Entries are rebuilt only when something they hold may have changed
+	// (problems beyond maxProblems are not in the status, so a pool with
+	// more of them is always rebuilt).
+	if written || e == nil || e.warned != warned || v.status.MoreProblems > 0 {
+		r.board.set(newEntry(id, &v.status, v.problems, warned, version))
+	}
+	return reconcile.Result{RequeueAfter: v.requeue}, nil
+}
+
+func (r *Reconciler) emit(dp *v1alpha1.DevicePool, ev healthEvent) {
+	if r.Recorder == nil {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	if ev.warning {
+		kind = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(dp, nil, kind, ev.reason, "Validate", "%s", ev.message)
+}
+
+func newDevicePool(name string, id poolpkg.ID) *v1alpha1.DevicePool {
+	dp := &v1alpha1.DevicePool{ObjectMeta: metav1.ObjectMeta{
+		Name:        name,
+		Annotations: map[string]string{AnnotationDriver: id.Driver, AnnotationPool: id.Pool},
+	}}
+	if len(validation.IsValidLabelValue(id.Driver)) == 0 {
+		dp.Labels = map[string]string{LabelDriver: id.Driver}
+	}
+	return dp
+}
+
+// devicePool finds the DevicePool of a pool in the cache and the name to
+// create it under when there is none: Name(id), or HashedName(id) when
+// another pool already holds that name (see Name). An object that exists
+// under the hashed name is used even when the plain name has become free,
+// so a pool never ends up with two DevicePools.
+func (r *Reconciler) devicePool(ctx context.Context, id poolpkg.ID) (*v1alpha1.DevicePool, string, error) {
+	plain, hashed := Name(id), HashedName(id)
+	atPlain, err := r.getDevicePool(ctx, plain)
+	if err != nil {
+		return nil, "", err
+	}
+	if atPlain != nil && owns(atPlain, id) {
+		return atPlain, plain, nil
+	}
+	if hashed == plain {
+		if atPlain != nil {
+			return nil, "", fmt.Errorf("DevicePool %s belongs to another pool than %s", plain, id)
+		}
+		return nil, plain, nil
+	}
+	atHashed, err := r.getDevicePool(ctx, hashed)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case atHashed != nil && owns(atHashed, id):
+		return atHashed, hashed, nil
+	case atPlain == nil:
+		return nil, plain, nil
+	case atHashed == nil:
+		return nil, hashed, nil
+	}
+	return nil, "", fmt.Errorf("DevicePools %s and %s both belong to other pools than %s", plain, hashed, id)
+}
+
+// owns: the DevicePool reports id, or carries no pool annotations at all
+// (then it is adopted; the operator is the only writer of DevicePools).
+func owns(dp *v1alpha1.DevicePool, id poolpkg.ID) bool {
+	got, ok := idOf(dp.Annotations)
+	return !ok || got == id
+}
+
+func (r *Reconciler) getDevicePool(ctx context.Context, name string) (*v1alpha1.DevicePool, error) {
+	var dp v1alpha1.DevicePool
+	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &dp)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get DevicePool %s: %w", name, err)
+	}
+	return &dp, nil
+}
+
+// verdict is what validating one pool decided.
+type verdict struct {
+	status v1alpha1.DevicePoolStatus
+	// problems is the report's full list (status holds at most maxProblems).
+	problems []poolpkg.Problem
+	// expired: the pool has had no slices for the grace period; its
+	// DevicePool goes.
+	expired bool
+	// requeue is when the verdict changes by itself: the grace period of
+	// an incomplete or gone pool ends.
+	requeue time.Duration
+}
+
+// validate computes a pool's status from the model: the pure part of
+// Reconcile, which the benchmarks time. prev is the DevicePool's status
+// (nil without a DevicePool). exists is false when the pool has neither
+// slices nor a DevicePool: nothing to report.
+func (r *Reconciler) validate(id poolpkg.ID, prev *v1alpha1.DevicePoolStatus, now time.Time, cfg config) (v verdict, exists bool) {
+	start := time.Now()
+	defer func() { validationDuration.Observe(time.Since(start).Seconds()) }()
+
+	members := r.model.slicesOf(id)
+	gone := len(members) == 0
+	var p *poolpkg.Pool
+	if gone {
+		if prev == nil {
+			return verdict{}, false
+		}
+		// A pool whose slices all went away is reported as an empty,
+		// incomplete pool of its last known generation until the grace
+		// period ends: a driver restart that deletes and republishes its
+		// slices does not delete and recreate the DevicePool.
+		p = &poolpkg.Pool{ID: id, Generation: prev.Generation, Node: prev.Node, ExpectedSlices: max(int64(prev.Slices.Expected), 1)}
+	} else {
+		p = poolpkg.Build(id, members)
+	}
+
+	var seed time.Time
+	if prev != nil && prev.IncompleteSince != nil {
+		seed = prev.IncompleteSince.Time
+	}
+	since := r.model.observeIncomplete(p, now, seed)
+	if !since.IsZero() {
+		left := since.Add(cfg.grace).Sub(now)
+		switch {
+		case gone && left <= 0:
+			return verdict{expired: true}, true
+		case gone:
+			v.requeue = left
+		case left >= 0:
+			// IncompletePool appears once the grace period is exceeded;
+			// look again just after that.
+			v.requeue = left + time.Second
+		}
+	}
+
+	report := r.model.assess(p, now, since, cfg.grace)
+	var nodePresent *bool
+	if report.Node != "" {
+		nodePresent = ptr.To(r.model.hasNode(report.Node))
+	}
+	v.status = buildStatus(statusInput{
+		report:      report,
+		prev:        prev,
+		now:         now,
+		since:       since,
+		maxProblems: cfg.maxProblems,
+		gone:        gone,
+		nodePresent: nodePresent,
+	})
+	v.problems = report.Problems
+	return v, true
+}
