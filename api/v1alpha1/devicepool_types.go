@@ -92,7 +92,8 @@ type DevicePoolStatus struct {
 	// moreProblems counts problems not listed.
 	// +optional
 	MoreProblems int32 `json:"moreProblems,omitempty"`
-	// conditions: Valid, Complete, Consistent.
+	// conditions: Valid, Complete, Consistent, and for node-local pools
+	// NodePresent (false when the pool's node no longer exists).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -36,7 +36,9 @@ type MultiHostSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Driver string `json:"driver"`
-	// nodeSelector selects the nodes that belong to some domain.
+	// nodeSelector selects the nodes that belong to some domain; without it
+	// every node with the domainLabel is a candidate. Cordoned nodes count
+	// as missing hosts.
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 	// domainLabel is the node label whose value names a node's domain.
@@ -67,6 +69,7 @@ type MultiHostSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:Pattern=`^[1-9][0-9]{0,3}(x[1-9][0-9]{0,3}){0,2}$`
+	// +kubebuilder:validation:items:MaxLength=14
 	// +listType=set
 	Partitions []string `json:"partitions"`
 	// attributes are added to every device, keyed by qualified name.

@@ -141,6 +141,12 @@ type DriverStatus struct {
 	// removal reports a removal in progress.
 	// +optional
 	Removal *DriverRemovalStatus `json:"removal,omitempty"`
+	// reason is a CamelCase word for the driver's state when it is not
+	// ready: Installing, RollingOut, WaitingForSlices, ImagePullBackOff,
+	// ErrImagePull, CrashLoopBackOff, NotPublishing, RolloutStalled,
+	// ApplyConflict, InvalidSpec, FeatureMissing, Removing.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// message explains the driver's state.
 	// +optional
 	Message string `json:"message,omitempty"`
@@ -148,28 +154,39 @@ type DriverStatus struct {
 
 // DriverRemovalStatus reports a driver removal that waits for claims.
 type DriverRemovalStatus struct {
-	// phase of the removal: Tainting, Draining, Deleting, Cleaning.
+	// phase of the removal: Tainting (new allocations are being stopped),
+	// Draining (allocated claims still use the devices), Deleting (the
+	// workloads are being deleted), Cleaning (leftover ResourceSlices and
+	// the taint are being deleted).
 	Phase string `json:"phase"`
-	// since when the removal started.
+	// since is when the removal started.
 	Since metav1.Time `json:"since"`
 	// blockingClaims are allocated claims (namespace/name) that still use
 	// the driver's devices; at most 20 are listed.
 	// +listType=atomic
 	// +optional
 	BlockingClaims []string `json:"blockingClaims,omitempty"`
+	// blockingClaimCount is how many allocated claims still use the
+	// driver's devices, including those not listed.
+	// +optional
+	BlockingClaimCount int32 `json:"blockingClaimCount,omitempty"`
+	// policy is the removal policy in force: Drain or Force.
+	// +optional
+	Policy RemovalPolicy `json:"policy,omitempty"`
 }
 
 // MultiHostStatus reports one multi-host entry.
 type MultiHostStatus struct {
 	// name of the spec entry.
 	Name string `json:"name"`
-	// pools published.
+	// pools published (withheld and rejected pools are not counted).
 	Pools int32 `json:"pools"`
-	// hosts found in all domains.
+	// hosts usable in all domains (selected, schedulable, at a valid and
+	// unique grid position), withheld pools included.
 	Hosts int32 `json:"hosts"`
-	// devices published.
+	// devices published in all pools.
 	Devices int32 `json:"devices"`
-	// slices published.
+	// slices published in all pools (counter and device slices).
 	Slices int32 `json:"slices"`
 	// problems found in the topology (missing hosts, duplicate or
 	// out-of-grid coordinates, impossible shapes).

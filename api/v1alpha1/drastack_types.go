@@ -39,8 +39,10 @@ type DRAStack struct {
 // DRAStackSpec declares the desired DRA stack.
 type DRAStackSpec struct {
 	// namespace is where the operator runs driver workloads (kubelet plugins
-	// and driver controllers).
-	// +kubebuilder:default=drastack-system
+	// and driver controllers). Kubelet plugins need the privileged Pod
+	// Security level, so the operator labels this namespace accordingly; keep
+	// it apart from the operator's own namespace, which should stay restricted.
+	// +kubebuilder:default=drastack-drivers
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
@@ -178,10 +180,24 @@ type DriverSpec struct {
 
 	// patches are kustomize patches (strategic merge or JSON 6902) applied
 	// to the rendered manifests, for what the fields above do not cover.
+	// They are applied after the fields above and see the profile's objects
+	// under their base names (kubelet-plugin, controller, ...) before the
+	// driver's name prefix and the namespace are set. DeviceClasses are
+	// not patched: deviceClasses describes them completely.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Patches []Patch `json:"patches,omitempty"`
+
+	// requiredFeatures are cluster features the driver needs beyond what
+	// its profile declares, for example partitionableDevices for a custom
+	// driver that publishes shared counters. A feature the cluster lacks is
+	// reported in the DriversReady condition; the driver is installed anyway.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:Enum=partitionableDevices;listTypeAttributes;deviceTaints;deviceTaintRules;prioritizedList
+	// +optional
+	RequiredFeatures []string `json:"requiredFeatures,omitempty"`
 
 	// removalPolicy says what happens when the driver is removed while
 	// allocated claims still use its devices: Drain waits for them to be

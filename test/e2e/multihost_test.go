@@ -138,7 +138,7 @@ func TestMultiHost(t *testing.T) {
 			if s.crc, err = client.New(c.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
 				t.Fatal(err)
 			}
-			s.stopOperator = startOperator(ctx, t, c)
+			s.stopOperator = runOperator(ctx, t, c, mhNamespace)
 			s.createdStack, s.prevSpec = applyMultiHost(ctx, t, s.crc, mhSpec(""))
 			return context.WithValue(ctx, mhKey{}, s)
 		}).
@@ -391,30 +391,6 @@ func TestMultiHost(t *testing.T) {
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Millisecond) }
-
-// startOperator runs the operator in-process, as cmd/manager does; the
-// returned func stops it. It logs through the process's controller-runtime
-// logger (klog once e2e-framework has set it).
-func startOperator(ctx context.Context, t *testing.T, c *cluster.Cluster) func() {
-	t.Helper()
-	mgr, err := operator.New(c.Config, operator.Options{
-		MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: mhNamespace,
-		// Other suites may have started a manager in this process.
-		SkipNameValidation: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(opCtx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("operator: %v", err)
-		}
-	}
-}
 
 // applyMultiHost sets DRAStack spec.multiHost, creating the DRAStack when
 // there is none. It reports whether it created it and the previous value.

@@ -101,8 +101,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		ObservedGeneration: gen,
 		Conditions:         conds,
 		Cluster:            cluster,
-		// The pool controller owns summary.pools; this manager owns drivers.
-		Summary: &v1alpha1.StackSummary{Drivers: stackpkg.DriverSummary(st.Status.Drivers, len(st.Spec.Drivers))},
+		// summary.pools belongs to the pool controller and summary.drivers
+		// to the driver lifecycle controller, which writes status.drivers.
 	}
 	if err := statusapply.Apply(ctx, r.Client, v1alpha1.GroupVersion.String(), "DRAStack", "", st.Name, FieldManager, status); err != nil {
 		if apierrors.IsNotFound(err) {

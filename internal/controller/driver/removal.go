@@ -1,0 +1,211 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/driver"
+)
+
+var namespaceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+
+// removeDriver observes a driver that is no longer declared, takes the next
+// step of its removal, and returns its status; done is true when nothing of
+// it is left.
+func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, name string, in *installed, taintGVK *schema.GroupVersionKind, pub publishing, now time.Time) (*driver.Assessment, bool, error) {
+	logger := log.FromContext(ctx).WithValues("driver", name)
+	since, prevPolicy := removalSince(st, name)
+
+	var spec *v1alpha1.DriverSpec
+	for i := range st.Spec.Drivers {
+		if st.Spec.Drivers[i].Name == name {
+			spec = &st.Spec.Drivers[i]
+		}
+	}
+	var specNames []string
+	policy := v1alpha1.RemovalPolicy(in.annotation(driver.AnnotationRemovalPolicy))
+	if spec != nil {
+		// The DRAStack is being deleted: its spec still says how.
+		specNames = driver.DriverNames(spec)
+		if spec.RemovalPolicy != "" {
+			policy = spec.RemovalPolicy
+		}
+	}
+	if policy == "" {
+		policy = prevPolicy
+	}
+	if policy == "" {
+		policy = v1alpha1.RemovalPolicyDrain
+	}
+	names := driverNamesOf(name, in, specNames)
+
+	state := driver.RemovalState{
+		Policy:           policy,
+		TaintRulesServed: taintGVK != nil,
+		Tainted:          len(in.taintRules) >= len(names),
+		DeviceClasses:    in.count(func(gk schema.GroupKind) bool { return gk.Kind == "DeviceClass" }),
+		Workloads:        in.count(isWorkload),
+		Objects:          in.count(func(gk schema.GroupKind) bool { return !isWorkload(gk) }),
+	}
+	var err error
+	if state.BlockingClaims, err = r.blockingClaims(ctx, names); err != nil {
+		return nil, false, err
+	}
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.MatchingLabels(driver.Selector(st.Name, name))); err != nil {
+		return nil, false, fmt.Errorf("list pods of driver %s: %w", name, err)
+	}
+	state.Pods = len(pods.Items)
+	slicesLeft, err := r.leftoverSlices(ctx, names)
+	if err != nil {
+		return nil, false, err
+	}
+	state.Slices = len(slicesLeft)
+
+	step := driver.NextRemovalStep(state)
+	if step.Done {
+		logger.Info("Driver removed")
+		if r.Recorder != nil {
+			r.Recorder.Eventf(st, nil, corev1.EventTypeNormal, "DriverRemoved", "Driver", "driver %s removed: nothing of it is left", name)
+		}
+		return nil, true, nil
+	}
+	for _, action := range step.Actions {
+		logger.Info("Removal step", "phase", step.Phase, "action", action)
+		if err := r.act(ctx, st, name, names, policy, in, slicesLeft, taintGVK, action); err != nil {
+			return nil, false, err
+		}
+	}
+	status := driver.RemovalStatus(step, state, since, now)
+	a := driver.AssessRemoval(name, status, r.observeRemoval(ctx, in, pub.nodesOf(names)))
+	return &a, false, nil
+}
+
+// act carries out one removal action.
+func (r *Reconciler) act(ctx context.Context, st *v1alpha1.DRAStack, name string, names []string, policy v1alpha1.RemovalPolicy,
+	in *installed, slicesLeft []resourcev1.ResourceSlice, taintGVK *schema.GroupVersionKind, action driver.RemovalAction) error {
+	switch action {
+	case driver.ActionTaint:
+		for _, u := range driver.TaintRules(st.Name, name, names, policy, taintGVK.GroupVersion().String()) {
+			if p := r.applyOne(ctx, u); p != nil {
+				return fmt.Errorf("stop allocations of driver %s: %s", name, p.Message)
+			}
+		}
+	case driver.ActionDeleteDeviceClasses:
+		return r.deleteMatching(in.objects, func(gk schema.GroupKind) bool { return gk.Kind == "DeviceClass" }, ctx)
+	case driver.ActionDeleteWorkloads:
+		return r.deleteMatching(in.objects, isWorkload, ctx)
+	case driver.ActionDeleteObjects:
+		return r.deleteMatching(in.objects, func(gk schema.GroupKind) bool { return !isWorkload(gk) }, ctx)
+	case driver.ActionDeleteSlices:
+		for i := range slicesLeft {
+			if err := r.Client.Delete(ctx, &slicesLeft[i]); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete ResourceSlice %s: %w", slicesLeft[i].Name, err)
+			}
+		}
+	case driver.ActionUntaint:
+		for _, o := range in.taintRules {
+			if err := r.deleteObject(ctx, o); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) deleteMatching(objs []object, match func(schema.GroupKind) bool, ctx context.Context) error {
+	for _, o := range objs {
+		if match(o.gvk.GroupKind()) {
+			if err := r.deleteObject(ctx, o); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func isWorkload(gk schema.GroupKind) bool {
+	return slices.Contains(driver.WorkloadKinds, gk)
+}
+
+// blockingClaims lists the allocated claims (namespace/name, sorted) with
+// a device of one of the driver names.
+func (r *Reconciler) blockingClaims(ctx context.Context, names []string) ([]string, error) {
+	claims := &resourcev1.ResourceClaimList{}
+	if err := r.APIReader.List(ctx, claims); err != nil {
+		return nil, fmt.Errorf("list resource claims: %w", err)
+	}
+	var out []string
+	for _, c := range claims.Items {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		if slices.ContainsFunc(c.Status.Allocation.Devices.Results, func(res resourcev1.DeviceRequestAllocationResult) bool {
+			return slices.Contains(names, res.Driver)
+		}) {
+			out = append(out, c.Namespace+"/"+c.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// leftoverSlices lists the ResourceSlices of the driver names, except the
+// slices the central publisher writes for spec.multiHost (owned by the
+// DRAStack): those belong to another controller.
+func (r *Reconciler) leftoverSlices(ctx context.Context, names []string) ([]resourcev1.ResourceSlice, error) {
+	var out []resourcev1.ResourceSlice
+	for _, n := range names {
+		list := &resourcev1.ResourceSliceList{}
+		sel := fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, n)
+		if err := r.APIReader.List(ctx, list, client.MatchingFieldsSelector{Selector: sel}); err != nil {
+			return nil, fmt.Errorf("list ResourceSlices of driver %s: %w", n, err)
+		}
+		for _, s := range list.Items {
+			if ownedByStack(s.OwnerReferences) {
+				continue
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func ownedByStack(refs []metav1.OwnerReference) bool {
+	for _, ref := range refs {
+		if ref.Kind == "DRAStack" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// observeRemoval reads what a removal's status shows besides the removal:
+// the plugin DaemonSet's counts while it still exists, and the nodes that
+// still publish.
+func (r *Reconciler) observeRemoval(ctx context.Context, in *installed, publishing map[string]bool) driver.Observed {
+	o := driver.Observed{PublishingNodes: publishing}
+	for _, obj := range in.objects {
+		if obj.gvk.Kind != "DaemonSet" || obj.GetLabels()[driver.LabelComponent] != driver.ComponentKubeletPlugin {
+			continue
+		}
+		ds := &appsv1.DaemonSet{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(&obj.PartialObjectMetadata), ds); err == nil {
+			o.DaemonSet = ds
+		}
+	}
+	return o
+}

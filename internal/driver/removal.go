@@ -1,0 +1,177 @@
+package driver
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+)
+
+// Removal phases, in order; reported in DRAStack status.drivers[].removal.
+const (
+	// PhaseTainting: new allocations of the driver's devices are being
+	// stopped (a DeviceTaintRule, or deleting its DeviceClasses).
+	PhaseTainting = "Tainting"
+	// PhaseDraining: allocated claims still use the driver's devices.
+	PhaseDraining = "Draining"
+	// PhaseDeleting: the driver's workloads are being deleted.
+	PhaseDeleting = "Deleting"
+	// PhaseCleaning: the driver's other objects, leftover ResourceSlices
+	// and finally the taint are being deleted.
+	PhaseCleaning = "Cleaning"
+)
+
+// maxBlockingClaimsListed bounds the claims named in status.
+const maxBlockingClaimsListed = 20
+
+// RemovalAction is one thing the controller does for a removal.
+type RemovalAction string
+
+// Removal actions, each idempotent.
+const (
+	// ActionTaint creates the DeviceTaintRule that stops new allocations.
+	ActionTaint RemovalAction = "Taint"
+	// ActionDeleteDeviceClasses deletes the driver's DeviceClasses, the
+	// way to stop new allocations where DeviceTaintRule is not served.
+	ActionDeleteDeviceClasses RemovalAction = "DeleteDeviceClasses"
+	// ActionDeleteWorkloads deletes the DaemonSet and Deployments.
+	ActionDeleteWorkloads RemovalAction = "DeleteWorkloads"
+	// ActionDeleteObjects deletes every other object of the driver
+	// (identity, permissions, admission policy, DeviceClasses).
+	ActionDeleteObjects RemovalAction = "DeleteObjects"
+	// ActionDeleteSlices deletes the ResourceSlices the driver left.
+	ActionDeleteSlices RemovalAction = "DeleteSlices"
+	// ActionUntaint deletes the DeviceTaintRule, the last trace.
+	ActionUntaint RemovalAction = "Untaint"
+)
+
+// RemovalState is what the controller observed of a driver being removed.
+type RemovalState struct {
+	// Policy is the driver's removal policy (Drain when unknown).
+	Policy v1alpha1.RemovalPolicy
+	// TaintRulesServed says the cluster serves DeviceTaintRule.
+	TaintRulesServed bool
+	// Tainted says the driver's DeviceTaintRule exists.
+	Tainted bool
+	// DeviceClasses counts the driver's DeviceClasses still present.
+	DeviceClasses int
+	// BlockingClaims are the allocated claims (namespace/name, sorted)
+	// that use a device of the driver.
+	BlockingClaims []string
+	// Workloads counts the DaemonSets and Deployments still present, Pods
+	// the driver's pods still present.
+	Workloads, Pods int
+	// Objects counts the driver's other objects still present, DeviceClasses included.
+	Objects int
+	// Slices counts ResourceSlices of the driver's names still present.
+	Slices int
+}
+
+// RemovalStep is what to do now.
+type RemovalStep struct {
+	// Phase is the phase the removal is in.
+	Phase string
+	// Actions are to be carried out now, in order.
+	Actions []RemovalAction
+	// Done is true when nothing of the driver is left.
+	Done bool
+}
+
+// NextRemovalStep decides the next step of a driver removal. The order is
+// the whole point: stop new allocations, then (Drain) wait for allocated
+// claims to be released, then delete the workloads and wait for their pods
+// to be gone, so no plugin publishes again, then delete the rest and the
+// ResourceSlices left behind, and lift the taint last. Nothing is deleted
+// before its turn; a step whose work is done falls through to the next.
+func NextRemovalStep(s RemovalState) RemovalStep {
+	live := s.Workloads+s.Pods+s.Objects+s.Slices > 0
+	// Stop new allocations while anything of the driver could still be
+	// allocated. After the slices are gone nothing can.
+	if live {
+		switch {
+		case s.TaintRulesServed && !s.Tainted:
+			return RemovalStep{Phase: PhaseTainting, Actions: []RemovalAction{ActionTaint}}
+		case !s.TaintRulesServed && s.DeviceClasses > 0:
+			return RemovalStep{Phase: PhaseTainting, Actions: []RemovalAction{ActionDeleteDeviceClasses}}
+		}
+	}
+	if s.Policy != v1alpha1.RemovalPolicyForce && len(s.BlockingClaims) > 0 {
+		return RemovalStep{Phase: PhaseDraining}
+	}
+	if s.Workloads > 0 {
+		return RemovalStep{Phase: PhaseDeleting, Actions: []RemovalAction{ActionDeleteWorkloads}}
+	}
+	if s.Pods > 0 {
+		return RemovalStep{Phase: PhaseDeleting}
+	}
+	var clean []RemovalAction
+	if s.Objects > 0 {
+		clean = append(clean, ActionDeleteObjects)
+	}
+	if s.Slices > 0 {
+		clean = append(clean, ActionDeleteSlices)
+	}
+	if len(clean) > 0 {
+		return RemovalStep{Phase: PhaseCleaning, Actions: clean}
+	}
+	if s.Tainted {
+		return RemovalStep{Phase: PhaseCleaning, Actions: []RemovalAction{ActionUntaint}}
+	}
+	return RemovalStep{Done: true}
+}
+
+// RemovalStatus is the status of a removal in its step. since is when the
+// removal started (kept from the previous status), zero for now.
+func RemovalStatus(step RemovalStep, s RemovalState, since, now time.Time) v1alpha1.DriverRemovalStatus {
+	if since.IsZero() {
+		since = now
+	}
+	st := v1alpha1.DriverRemovalStatus{Phase: step.Phase, Since: metav1.NewTime(since), Policy: s.Policy}
+	if step.Phase == PhaseDraining {
+		st.BlockingClaimCount = int32(len(s.BlockingClaims))
+		st.BlockingClaims = slices.Clone(s.BlockingClaims[:min(len(s.BlockingClaims), maxBlockingClaimsListed)])
+	}
+	return st
+}
+
+// TaintKey is the key of the taint that stops allocations of a driver's
+// devices during its removal.
+const TaintKey = "drastack.io/driver-removal"
+
+// TaintRules are the DeviceTaintRules (one per DRA driver name) that stop
+// new allocations of a driver's devices while it is removed: NoSchedule,
+// so claims already allocated keep their devices and pods keep running.
+// apiVersion is the resource.k8s.io version the cluster serves the kind in.
+func TaintRules(stack, driver string, driverNames []string, policy v1alpha1.RemovalPolicy, apiVersion string) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(driverNames))
+	for _, name := range driverNames {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": apiVersion,
+			"kind":       "DeviceTaintRule",
+			"metadata": map[string]any{
+				"name": "drastack-removal-" + NamePrefix(name),
+				"labels": map[string]any{
+					LabelStack: stack, LabelDriver: driver, LabelComponent: ComponentRemoval, LabelManagedBy: ManagedByValue,
+				},
+				"annotations": map[string]any{
+					AnnotationRemovalPolicy: string(policy),
+					AnnotationDriverNames:   strings.Join(driverNames, ","),
+				},
+			},
+			"spec": map[string]any{
+				"deviceSelector": map[string]any{"driver": name},
+				"taint": map[string]any{
+					"key":    TaintKey,
+					"value":  driver,
+					"effect": "NoSchedule",
+				},
+			},
+		}}
+		out = append(out, u)
+	}
+	return out
+}

@@ -1,0 +1,213 @@
+package driver
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+)
+
+func input(mutate func(*v1alpha1.DriverSpec)) Input {
+	in := Input{Stack: "default", Namespace: "drastack-drivers", Driver: v1alpha1.DriverSpec{Name: "gpu.example.com", Profile: v1alpha1.DriverProfileExample}}
+	if mutate != nil {
+		mutate(&in.Driver)
+	}
+	return in
+}
+
+// TestRenderRejects: specs that would deploy something broken, unsafe or
+// unmanageable are refused with a message that says why.
+func TestRenderRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Input
+		want string
+	}{
+		{"unknown profile", input(func(d *v1alpha1.DriverSpec) { d.Profile = "amd-gpu" }), "unknown driver profile"},
+		{"custom without image", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileCustom }), "image is required"},
+		{"an image that would inject YAML", input(func(d *v1alpha1.DriverSpec) { d.Image = "x:1\n        hostNetwork: true" }), "not a container image reference"},
+		{"nvidia-gpu under another name", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileNVIDIAGPU }), "name the driver gpu.nvidia.com"},
+		{"a mount shadowing the plugin registry", input(func(d *v1alpha1.DriverSpec) {
+			d.Mounts = []v1alpha1.HostPathMount{{Name: "plugins-registry", HostPath: "/tmp"}}
+		}), "already has a volume"},
+		{"a patch removing the kubelet-plugin label", input(func(d *v1alpha1.DriverSpec) {
+			d.Patches = []v1alpha1.Patch{{Patch: `[{"op": "remove", "path": "/metadata/labels/drastack.io~1component"}]`, Target: &v1alpha1.PatchTarget{Kind: "DaemonSet"}}}
+		}), "no kubelet-plugin DaemonSet"},
+		{"a patch that matches nothing", input(func(d *v1alpha1.DriverSpec) {
+			d.Patches = []v1alpha1.Patch{{Patch: "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: plugin\nspec:\n  minReadySeconds: 5\n"}}
+		}), "kustomize"},
+		{"a driver name that is no DNS subdomain", input(func(d *v1alpha1.DriverSpec) { d.Name = "GPU_example" }), "DNS subdomain"},
+		{"a namespace that is no DNS label", Input{Stack: "default", Namespace: "drastack.drivers", Driver: v1alpha1.DriverSpec{Name: "gpu.example.com"}}, "namespace"},
+		{"the same DeviceClass twice", input(func(d *v1alpha1.DriverSpec) {
+			d.DeviceClasses = []v1alpha1.DeviceClassSpec{{Name: "a.example.com"}, {Name: "a.example.com"}}
+		}), "listed twice"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Render(tc.in)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Render error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRenderInvariants holds for every profile: what the controller relies
+// on to apply, prune, find and remove a driver's objects.
+func TestRenderInvariants(t *testing.T) {
+	for _, tc := range goldenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Render(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Objects[0].GetKind() != "Namespace" || r.Objects[0].GetName() != tc.in.Namespace {
+				t.Errorf("first object is %s %s, want the namespace %s", r.Objects[0].GetKind(), r.Objects[0].GetName(), tc.in.Namespace)
+			}
+			if _, ok := r.Objects[0].GetLabels()[LabelDriver]; ok {
+				t.Error("the shared namespace carries a driver label: pruning one driver would delete it")
+			}
+			prev := -1
+			for _, u := range r.Objects {
+				rank := kindRank(u.GroupVersionKind().GroupKind())
+				if rank < prev {
+					t.Errorf("%s %s out of apply order", u.GetKind(), u.GetName())
+				}
+				prev = rank
+				if u.GetKind() == "Namespace" {
+					continue
+				}
+				l := u.GetLabels()
+				if l[LabelStack] != tc.in.Stack || l[LabelDriver] != tc.in.Driver.Name || l[LabelManagedBy] != ManagedByValue {
+					t.Errorf("%s %s labels %v", u.GetKind(), u.GetName(), l)
+				}
+				if u.GetAnnotations()[AnnotationRemovalPolicy] == "" || u.GetAnnotations()[AnnotationDriverNames] == "" {
+					t.Errorf("%s %s lacks the removal annotations", u.GetKind(), u.GetName())
+				}
+				if u.GetKind() != "DeviceClass" && !strings.HasPrefix(u.GetName(), NamePrefix(tc.in.Driver.Name)+"-") {
+					t.Errorf("%s %s lacks the driver's name prefix", u.GetKind(), u.GetName())
+				}
+			}
+			var ds appsv1.DaemonSet
+			for _, u := range r.Objects {
+				if u.GetName() == r.PluginDaemonSet && u.GetKind() == "DaemonSet" {
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ds); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if ds.Spec.Template.Labels[LabelStack] != tc.in.Stack || ds.Spec.Selector.MatchLabels[LabelDriver] != tc.in.Driver.Name {
+				t.Errorf("plugin pods are not selectable per driver: template %v selector %v", ds.Spec.Template.Labels, ds.Spec.Selector.MatchLabels)
+			}
+			if ds.Spec.Template.Spec.ServiceAccountName != ObjectName(tc.in.Driver.Name, pluginServiceAccount) {
+				t.Errorf("plugin runs as %q", ds.Spec.Template.Spec.ServiceAccountName)
+			}
+			paths := map[string]bool{}
+			for _, v := range ds.Spec.Template.Spec.Volumes {
+				if v.HostPath != nil {
+					paths[v.HostPath.Path] = true
+				}
+			}
+			for _, p := range []string{"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/var/run/cdi"} {
+				if !paths[p] {
+					t.Errorf("plugin lacks host path %s", p)
+				}
+			}
+			if len(r.DeviceClasses) == 0 || r.Image == "" || r.Version == "" || len(r.DriverNames) == 0 {
+				t.Errorf("render summary incomplete: %+v", r)
+			}
+		})
+	}
+}
+
+// TestAdmissionPolicyNamesThePluginIdentity: the policy must match the
+// service account the DaemonSet really runs as, and only the driver's names.
+func TestAdmissionPolicyNamesThePluginIdentity(t *testing.T) {
+	r, err := Render(Input{Stack: "default", Namespace: "gpu-drivers", Driver: v1alpha1.DriverSpec{Name: NVIDIAGPUDriver, Profile: v1alpha1.DriverProfileNVIDIAGPU}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy string
+	for _, u := range r.Objects {
+		if u.GetKind() == "ValidatingAdmissionPolicy" {
+			data, _ := u.MarshalJSON()
+			policy = string(data)
+		}
+		if u.GetKind() == "ValidatingAdmissionPolicyBinding" {
+			if name, _, _ := unstructuredString(u.Object, "spec", "policyName"); name != "gpu-nvidia-com-resourceslices-own-node" {
+				t.Errorf("binding refers to policy %q", name)
+			}
+		}
+	}
+	for _, want := range []string{
+		`system:serviceaccount:gpu-drivers:gpu-nvidia-com-kubelet-plugin`,
+		`[\"gpu.nvidia.com\", \"compute-domain.nvidia.com\"]`,
+		`authentication.kubernetes.io/node-name`,
+	} {
+		if !strings.Contains(policy, want) {
+			t.Errorf("policy lacks %s:\n%s", want, policy)
+		}
+	}
+	if strings.Contains(policy, "__DRASTACK") {
+		t.Errorf("policy has an unreplaced token:\n%s", policy)
+	}
+}
+
+func TestNamePrefix(t *testing.T) {
+	long := strings.Repeat("a", 30) + "." + strings.Repeat("b", 30)
+	tests := []struct{ in, want string }{
+		{"gpu.example.com", "gpu-example-com"},
+		{"gpu.nvidia.com", "gpu-nvidia-com"},
+	}
+	for _, tc := range tests {
+		if got := NamePrefix(tc.in); got != tc.want {
+			t.Errorf("NamePrefix(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	p := NamePrefix(long)
+	if len(p) > maxPrefix || p == NamePrefix(long[:len(long)-1]+"c") {
+		t.Errorf("long names: prefix %q (%d chars) must fit %d and stay unique", p, len(p), maxPrefix)
+	}
+}
+
+func TestImageVersion(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0", "v0.2.0"},
+		{"localhost:5000/driver", "latest"},
+		{"localhost:5000/driver:1.2", "1.2"},
+		{"r.io/d@sha256:0123456789abcdef0123", "sha256:0123456789ab"},
+	}
+	for _, tc := range tests {
+		if got := ImageVersion(tc.in); got != tc.want {
+			t.Errorf("ImageVersion(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestDriverNames(t *testing.T) {
+	if got := DriverNames(&v1alpha1.DriverSpec{Name: NVIDIAGPUDriver, Profile: v1alpha1.DriverProfileNVIDIAGPU}); len(got) != 2 || got[1] != NVIDIAComputeDomainDriver {
+		t.Errorf("nvidia-gpu publishes under %v", got)
+	}
+	if got := DriverNames(&v1alpha1.DriverSpec{Name: "x.example.com", Profile: "unknown"}); len(got) != 1 || got[0] != "x.example.com" {
+		t.Errorf("an unknown profile still names its driver: %v", got)
+	}
+}
+
+// TestPatchesCannotMoveObjects: the namespace is set after the patches, so
+// a patch cannot place a driver's objects outside spec.namespace.
+func TestPatchesCannotMoveObjects(t *testing.T) {
+	r, err := Render(input(func(d *v1alpha1.DriverSpec) {
+		d.Patches = []v1alpha1.Patch{{Patch: `[{"op": "add", "path": "/metadata/namespace", "value": "kube-system"}]`, Target: &v1alpha1.PatchTarget{Kind: "ServiceAccount"}}}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range r.Objects {
+		if u.GetKind() == "ServiceAccount" && u.GetNamespace() != "drastack-drivers" {
+			t.Errorf("patched ServiceAccount landed in %q", u.GetNamespace())
+		}
+	}
+}

@@ -1,0 +1,415 @@
+package driver
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+)
+
+// Reasons of a driver's status and of the DriversReady, Progressing and
+// Degraded conditions. Pod failures use the container waiting reason
+// itself (ImagePullBackOff, ErrImagePull, CrashLoopBackOff, ...).
+const (
+	ReasonReady            = "Ready"
+	ReasonInstalling       = "Installing"
+	ReasonRollingOut       = "RollingOut"
+	ReasonWaitingForSlices = "WaitingForSlices"
+	ReasonNotPublishing    = "NotPublishing"
+	ReasonRolloutStalled   = "RolloutStalled"
+	ReasonApplyConflict    = "ApplyConflict"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonInvalidSpec      = "InvalidSpec"
+	ReasonFeatureMissing   = "FeatureMissing"
+	ReasonRemoving         = "Removing"
+
+	ReasonAllDriversReady = "AllDriversReady"
+	ReasonNoDrivers       = "NoDrivers"
+	ReasonStable          = "Stable"
+	ReasonAsExpected      = "AsExpected"
+)
+
+// Defaults of Settings.
+const (
+	// DefaultPublishGrace is how long a ready plugin may publish nothing
+	// before that is reported: plugins publish within seconds of starting,
+	// a minute absorbs a slow API server.
+	DefaultPublishGrace = time.Minute
+	// DefaultRolloutTimeout is how long a rollout may go without a node
+	// getting an updated, ready plugin before it is reported as stalled.
+	DefaultRolloutTimeout = 5 * time.Minute
+)
+
+// Settings tune the time-based judgements of Assess.
+type Settings struct {
+	// PublishGrace: see DefaultPublishGrace (used when zero).
+	PublishGrace time.Duration
+	// RolloutTimeout: see DefaultRolloutTimeout (used when zero).
+	RolloutTimeout time.Duration
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.PublishGrace <= 0 {
+		s.PublishGrace = DefaultPublishGrace
+	}
+	if s.RolloutTimeout <= 0 {
+		s.RolloutTimeout = DefaultRolloutTimeout
+	}
+	return s
+}
+
+// ApplyProblem is an object of a driver that could not be applied.
+type ApplyProblem struct {
+	// Object is "Kind name" or "Kind namespace/name".
+	Object string
+	// Conflict is true when another field manager owns fields the render
+	// sets; the operator does not take them over.
+	Conflict bool
+	// Message is the API server's answer, shortened.
+	Message string
+}
+
+// Observed is what the controller saw of one declared driver.
+type Observed struct {
+	// Now is the time of the observation.
+	Now time.Time
+	// Rendered is the render of the spec; nil when RenderErr is set.
+	Rendered  *Rendered
+	RenderErr error
+	// ApplyProblems are the objects that failed to apply this time.
+	ApplyProblems []ApplyProblem
+	// DaemonSet is the kubelet-plugin DaemonSet; nil when not found.
+	DaemonSet *appsv1.DaemonSet
+	// CurrentRevision is the controller-revision-hash of the DaemonSet's
+	// newest ControllerRevision, RevisionCreated when it was created (the
+	// start of the current rollout). Empty when unknown.
+	CurrentRevision string
+	RevisionCreated time.Time
+	// Deployments are the driver's controller Deployments found.
+	Deployments []appsv1.Deployment
+	// Pods are the driver's pods, plugin and controller.
+	Pods []corev1.Pod
+	// PublishingNodes are the nodes with at least one ResourceSlice of one
+	// of the driver's names.
+	PublishingNodes map[string]bool
+	// DeviceClasses are the driver's DeviceClasses present in the cluster.
+	DeviceClasses []string
+	// Cluster is DRAStack status.cluster; nil before the first probe.
+	Cluster *v1alpha1.ClusterStatus
+}
+
+// Assessment is a driver's status and how it counts for the conditions.
+type Assessment struct {
+	Status v1alpha1.DriverStatus
+	// Progressing: installing, rolling out, waiting for slices or removing.
+	Progressing bool
+	// Degraded: something is broken that will not heal by waiting.
+	Degraded bool
+	// Declared is false for a driver being removed.
+	Declared bool
+	// RecheckAfter is when a time-based judgement (publish grace, rollout
+	// timeout) changes next; zero when none is pending.
+	RecheckAfter time.Duration
+}
+
+// problem is one reason a driver is not ready.
+type problem struct {
+	reason, message string
+	degraded        bool
+}
+
+// Assess turns what was observed of a declared driver into its status.
+func Assess(name string, o Observed, s Settings) Assessment {
+	s = s.withDefaults()
+	a := Assessment{Declared: true, Status: v1alpha1.DriverStatus{Name: name}}
+	st := &a.Status
+	st.DeviceClasses = sortedCopy(o.DeviceClasses)
+	if o.RenderErr != nil || o.Rendered == nil {
+		msg := "the driver cannot be rendered"
+		if o.RenderErr != nil {
+			msg = o.RenderErr.Error()
+		}
+		st.Reason, st.Message = ReasonInvalidSpec, msg
+		a.Degraded = true
+		fillNodeCounts(st, o)
+		return a
+	}
+	r := o.Rendered
+	st.Image, st.Version = r.Image, r.Version
+	fillNodeCounts(st, o)
+
+	var problems []problem
+	add := func(reason, message string, degraded bool) {
+		problems = append(problems, problem{reason: reason, message: message, degraded: degraded})
+	}
+	recheck := func(d time.Duration) {
+		if d > 0 && (a.RecheckAfter == 0 || d < a.RecheckAfter) {
+			a.RecheckAfter = d
+		}
+	}
+
+	if len(o.ApplyProblems) > 0 {
+		reason := ReasonApplyFailed
+		var parts []string
+		for _, p := range o.ApplyProblems {
+			if p.Conflict {
+				reason = ReasonApplyConflict
+			}
+			parts = append(parts, fmt.Sprintf("%s: %s", p.Object, p.Message))
+		}
+		add(reason, strings.Join(parts, "; "), true)
+	}
+
+	var failures []PodFailure
+	for i := range o.Pods {
+		if f := podFailure(&o.Pods[i]); f != nil {
+			failures = append(failures, *f)
+		}
+	}
+	if reason, msg := describeFailures(failures); reason != "" {
+		add(reason, msg, true)
+	}
+
+	assessRollout(o, s, len(failures) > 0, add, recheck)
+	assessControllers(o, r, add)
+	assessPublishing(o, s, add, recheck)
+
+	if missing := missingClasses(r.DeviceClasses, o.DeviceClasses); len(missing) > 0 {
+		add(ReasonInstalling, "DeviceClass "+strings.Join(missing, ", ")+" not present yet", false)
+	}
+	if missing, known := MissingRequirements(r.Requirements, o.Cluster); known && len(missing) > 0 {
+		add(ReasonFeatureMissing, "the cluster does not serve "+describeRequirements(missing), false)
+	}
+
+	if len(problems) == 0 {
+		st.Ready, st.Reason = true, ReasonReady
+		st.Message = readyMessage(st)
+		return a
+	}
+	// Failures lead: they need a person, the rest needs time.
+	slices.SortStableFunc(problems, func(x, y problem) int { return boolRank(y.degraded) - boolRank(x.degraded) })
+	st.Reason = problems[0].reason
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = p.message
+		a.Degraded = a.Degraded || p.degraded
+		switch p.reason {
+		case ReasonInstalling, ReasonRollingOut, ReasonWaitingForSlices:
+			a.Progressing = true
+		}
+	}
+	st.Message = strings.Join(slices.Compact(msgs), "; ")
+	return a
+}
+
+// fillNodeCounts copies the DaemonSet's counts and counts publishing nodes.
+func fillNodeCounts(st *v1alpha1.DriverStatus, o Observed) {
+	if ds := o.DaemonSet; ds != nil {
+		st.NodesDesired = ds.Status.DesiredNumberScheduled
+		st.NodesReady = ds.Status.NumberReady
+		st.NodesUpdated = ds.Status.UpdatedNumberScheduled
+	}
+	st.NodesPublishing = int32(len(o.PublishingNodes))
+}
+
+// assessRollout reports an absent, rolling, starting or stalled
+// kubelet-plugin DaemonSet. failing says pod failures were reported
+// already: they explain nodes without an available plugin.
+func assessRollout(o Observed, s Settings, failing bool, add func(string, string, bool), recheck func(time.Duration)) {
+	ds := o.DaemonSet
+	if ds == nil {
+		add(ReasonInstalling, "the kubelet-plugin DaemonSet does not exist yet", false)
+		return
+	}
+	if ds.Status.ObservedGeneration < ds.Generation {
+		add(ReasonRollingOut, "the DaemonSet controller has not seen the new plugin spec yet", false)
+		return
+	}
+	desired, updated, available := ds.Status.DesiredNumberScheduled, ds.Status.UpdatedNumberScheduled, ds.Status.NumberAvailable
+	switch {
+	case updated < desired && oldPluginPods(o) > 0:
+		add(ReasonRollingOut, fmt.Sprintf("%d/%d nodes updated to %s, %d ready", updated, desired, o.Rendered.Version, ds.Status.NumberReady), false)
+	case updated < desired || (available < desired && !failing):
+		add(ReasonInstalling, fmt.Sprintf("%d/%d nodes have an available plugin (%d ready)", available, desired, ds.Status.NumberReady), false)
+	default:
+		return
+	}
+	// The message gives the time of the last progress, not how long ago it
+	// was: status text that changes on every look would rewrite status on
+	// every reconcile.
+	last := lastRolloutProgress(o)
+	if last.IsZero() {
+		return
+	}
+	if idle := o.Now.Sub(last); idle >= s.RolloutTimeout {
+		add(ReasonRolloutStalled, fmt.Sprintf("no node got an updated, ready plugin since %s (%d/%d updated, %d available)",
+			last.UTC().Format(time.RFC3339), updated, desired, available), true)
+	} else {
+		recheck(s.RolloutTimeout - idle)
+	}
+}
+
+// oldPluginPods counts plugin pods of an older revision than the current one.
+func oldPluginPods(o Observed) int {
+	if o.CurrentRevision == "" {
+		return 0
+	}
+	n := 0
+	for i := range o.Pods {
+		p := &o.Pods[i]
+		if p.Labels[LabelComponent] == ComponentKubeletPlugin && p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] != o.CurrentRevision {
+			n++
+		}
+	}
+	return n
+}
+
+// lastRolloutProgress is the last time the rollout moved: the start of the
+// current revision, or a later creation or readiness of one of its pods.
+func lastRolloutProgress(o Observed) time.Time {
+	last := o.RevisionCreated
+	for i := range o.Pods {
+		p := &o.Pods[i]
+		if p.Labels[LabelComponent] != ComponentKubeletPlugin {
+			continue
+		}
+		if o.CurrentRevision != "" && p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] != o.CurrentRevision {
+			continue
+		}
+		if t := p.CreationTimestamp.Time; t.After(last) {
+			last = t
+		}
+		if t, ok := podReadySince(p); ok && t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// assessControllers reports controller Deployments that are missing or
+// not available.
+func assessControllers(o Observed, r *Rendered, add func(string, string, bool)) {
+	for _, name := range r.Controllers {
+		i := slices.IndexFunc(o.Deployments, func(d appsv1.Deployment) bool { return d.Name == name })
+		if i < 0 {
+			add(ReasonInstalling, fmt.Sprintf("controller Deployment %s does not exist yet", name), false)
+			continue
+		}
+		d := &o.Deployments[i]
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
+				add(ReasonRolloutStalled, fmt.Sprintf("controller %s: %s", name, c.Message), true)
+			}
+		}
+		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want || d.Status.AvailableReplicas < want {
+			add(ReasonRollingOut, fmt.Sprintf("controller %s: %d/%d replicas available", name, d.Status.AvailableReplicas, want), false)
+		}
+	}
+}
+
+// assessPublishing compares the nodes that run a ready plugin with the
+// nodes that publish ResourceSlices: a plugin that runs but publishes
+// nothing is reported once it had PublishGrace to do so.
+func assessPublishing(o Observed, s Settings, add func(string, string, bool), recheck func(time.Duration)) {
+	var late, waiting []string
+	var soonest time.Duration
+	for i := range o.Pods {
+		p := &o.Pods[i]
+		if p.Labels[LabelComponent] != ComponentKubeletPlugin || p.Spec.NodeName == "" || o.PublishingNodes[p.Spec.NodeName] {
+			continue
+		}
+		since, ready := podReadySince(p)
+		if !ready {
+			continue
+		}
+		if waited := o.Now.Sub(since); waited >= s.PublishGrace {
+			late = append(late, p.Spec.NodeName)
+		} else {
+			waiting = append(waiting, p.Spec.NodeName)
+			if left := s.PublishGrace - waited; soonest == 0 || left < soonest {
+				soonest = left
+			}
+		}
+	}
+	slices.Sort(late)
+	slices.Sort(waiting)
+	if len(late) > 0 {
+		add(ReasonNotPublishing, fmt.Sprintf("the plugin runs but publishes no ResourceSlices on %s %s",
+			plural(len(late), "node", "nodes"), listSome(slices.Compact(late), 10)), true)
+	}
+	if len(waiting) > 0 {
+		add(ReasonWaitingForSlices, fmt.Sprintf("waiting for ResourceSlices from %s %s",
+			plural(len(waiting), "node", "nodes"), listSome(slices.Compact(waiting), 10)), false)
+		recheck(soonest)
+	}
+}
+
+func missingClasses(want, have []string) []string {
+	var missing []string
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			missing = append(missing, w)
+		}
+	}
+	return missing
+}
+
+func readyMessage(st *v1alpha1.DriverStatus) string {
+	if st.NodesDesired == 0 {
+		return "installed; no node matches the plugin's node selector"
+	}
+	return fmt.Sprintf("%d/%d nodes ready, %d publishing, %s", st.NodesReady, st.NodesDesired, st.NodesPublishing, st.Version)
+}
+
+// AssessRemoval is the status of a driver being removed. removal.since
+// says for how long; the message does not, so that it stays the same from
+// one look to the next.
+func AssessRemoval(name string, removal v1alpha1.DriverRemovalStatus, o Observed) Assessment {
+	st := v1alpha1.DriverStatus{Name: name, Reason: ReasonRemoving, Removal: &removal}
+	if o.Rendered != nil {
+		st.Image, st.Version = o.Rendered.Image, o.Rendered.Version
+	}
+	st.DeviceClasses = sortedCopy(o.DeviceClasses)
+	fillNodeCounts(&st, o)
+	since := removal.Since.UTC().Format(time.RFC3339)
+	switch removal.Phase {
+	case PhaseDraining:
+		st.Message = fmt.Sprintf("removal waits for %d allocated %s using the driver's devices (%s); removing since %s",
+			removal.BlockingClaimCount, plural(int(removal.BlockingClaimCount), "claim", "claims"), listSome(removal.BlockingClaims, 5), since)
+	default:
+		st.Message = fmt.Sprintf("removal %s; removing since %s", strings.ToLower(removal.Phase), since)
+	}
+	return Assessment{Status: st, Progressing: true}
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func sortedCopy(in []string) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
