@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -131,14 +132,9 @@ func TestStack(t *testing.T) {
 		}).
 		Assess("a value admission cannot check becomes SpecValid=False naming the field", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			s := ctx.Value(stackKey{}).(*stackState)
-			var st v1alpha1.DRAStack
-			if err := s.crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st); err != nil {
-				t.Fatal(err)
-			}
-			st.Spec.Pools.IncompleteGracePeriod = &metav1.Duration{Duration: 48 * time.Hour}
-			if err := s.crc.Update(ctx, &st); err != nil {
-				t.Fatalf("update: %v", err)
-			}
+			st := updateStack(ctx, t, s.crc, func(st *v1alpha1.DRAStack) {
+				st.Spec.Pools.IncompleteGracePeriod = &metav1.Duration{Duration: 48 * time.Hour}
+			})
 			got := waitStack(ctx, t, s.crc, "SpecValid=False", func(got *v1alpha1.DRAStack) bool {
 				return got.Status.ObservedGeneration == st.Generation && meta.IsStatusConditionFalse(got.Status.Conditions, v1alpha1.ConditionSpecValid)
 			})
@@ -153,10 +149,9 @@ func TestStack(t *testing.T) {
 			waitStackEvent(ctx, t, "InvalidSpec")
 
 			// Fixing the value makes it Ready again.
-			got.Spec.Pools.IncompleteGracePeriod = &metav1.Duration{Duration: time.Minute}
-			if err := s.crc.Update(ctx, got); err != nil {
-				t.Fatalf("update: %v", err)
-			}
+			updateStack(ctx, t, s.crc, func(st *v1alpha1.DRAStack) {
+				st.Spec.Pools.IncompleteGracePeriod = &metav1.Duration{Duration: time.Minute}
+			})
 			waitStack(ctx, t, s.crc, "Ready=True after the fix", func(st *v1alpha1.DRAStack) bool {
 				return meta.IsStatusConditionTrue(st.Status.Conditions, v1alpha1.ConditionReady) &&
 					meta.IsStatusConditionTrue(st.Status.Conditions, v1alpha1.ConditionSpecValid)
@@ -196,6 +191,24 @@ func TestStack(t *testing.T) {
 		}).
 		Feature()
 	testenv.Test(t, feature)
+}
+
+// updateStack changes the DRAStack spec, retrying on conflicts with the
+// operator's own status writes, and returns the updated object.
+func updateStack(ctx context.Context, t *testing.T, crc client.Client, change func(*v1alpha1.DRAStack)) *v1alpha1.DRAStack {
+	t.Helper()
+	var st v1alpha1.DRAStack
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st); err != nil {
+			return err
+		}
+		change(&st)
+		return crc.Update(ctx, &st)
+	})
+	if err != nil {
+		t.Fatalf("update DRAStack: %v", err)
+	}
+	return &st
 }
 
 // waitStackEvent waits for an Event about the DRAStack with the reason.
