@@ -88,6 +88,9 @@ echo
 echo "\$ kubectl get pool"
 "$KUBECTL" get pool
 echo
+echo "\$ kubectl dra pools broken-gpu.sim.drastack.io/kwok-node-0-faulty   # the problems behind a pool"
+"$BIN/kubectl-dra" pools --kubeconfig "$KUBECONFIG" broken-gpu.sim.drastack.io/kwok-node-0-faulty || true
+echo
 echo "\$ kubectl get drastack default -o jsonpath='{.status.cluster}'"
 "$KUBECTL" get drastack default -o jsonpath='{.status.cluster}'; echo
 echo
