@@ -6,6 +6,7 @@
 //	go run ./test/bench                      # table, 60 s per engine and workload
 //	go run ./test/bench -quick -format json  # JSON for scripts, 20 s budgets
 //	go run ./test/bench -workloads steady-500n,multihost -engines upstream
+//	go run ./test/bench -min-time 0 -cpuprofile cpu.out -workloads match-100n
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -27,6 +29,10 @@ const (
 	defaultBudget       = 60 * time.Second
 	quickBudget         = 20 * time.Second
 	defaultClaimTimeout = 10 * time.Second
+	// defaultMinTime makes a native run that finishes in milliseconds a
+	// median of many runs: one GC cycle or one preemption by another
+	// process would otherwise swing it by a third.
+	defaultMinTime = 2 * time.Second
 )
 
 // engines are the engines the harness knows, by name. Each run gets a new
@@ -52,12 +58,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("workloads", "", "comma-separated workloads to run (default all)")
 	engineList := fs.String("engines", strings.Join(engineOrder, ","), "comma-separated engines to run")
 	timeout := fs.Duration("timeout", defaultClaimTimeout, "per-claim timeout; a claim that hits it counts as timed out")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	minTime := fs.Duration("min-time", defaultMinTime, "repeat a workload that finishes sooner (fresh engine and session each time) until this much measured time has passed, and report the median run (also with -quick)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	budgetSet := false
-	fs.Visit(func(f *flag.Flag) { budgetSet = budgetSet || f.Name == "budget" })
-	if *quick && !budgetSet {
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "bench: start CPU profile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick && !set["budget"] {
 		*budget = quickBudget
 	}
 	if *format != "table" && *format != "json" {
@@ -83,12 +104,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			fmt.Fprintf(stderr, "bench: %s on %s (budget %s)...\n", name, spec.Name, *budget)
-			row, err := runOne(ctx, spec, name, engines[name](), *budget, *timeout, stderr)
+			row, err := runRepeated(ctx, spec, name, *budget, *timeout, *minTime, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "bench: %s on %s: %v\n", name, spec.Name, err)
 				return 1
 			}
-			fmt.Fprintf(stderr, "bench:   %d claims, %d allocated, %d timed out, %.1f claims/s\n", row.Claims, row.Allocated, row.TimedOut, row.ClaimsPerSecond)
+			fmt.Fprintf(stderr, "bench:   %d claims, %d allocated, %d timed out, %.1f claims/s (median of %d runs, %.1f-%.1f)\n",
+				row.Claims, row.Allocated, row.TimedOut, row.ClaimsPerSecond, row.Runs, row.MinClaimsPerSecond, row.MaxClaimsPerSecond)
 			rows = append(rows, row)
 		}
 	}

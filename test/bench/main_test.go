@@ -2,15 +2,23 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/allocator/native"
+	"github.com/drastack/drastack/test/bench/workload"
 )
 
 func TestRunJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run([]string{"-format", "json", "-budget", "5s", "-workloads", "unsatisfiable", "-engines", "native"}, &out, &errOut)
+	code := run([]string{"-format", "json", "-budget", "5s", "-min-time", "0", "-workloads", "unsatisfiable", "-engines", "native"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -21,7 +29,8 @@ func TestRunJSON(t *testing.T) {
 	if len(rows) != 1 {
 		t.Fatalf("want one row, got %d", len(rows))
 	}
-	keys := []string{"workload", "engine", "claims", "allocated", "timedOut", "seconds", "claimsPerSecond", "p50Seconds", "p99Seconds"}
+	keys := []string{"workload", "engine", "claims", "allocated", "timedOut", "seconds", "claimsPerSecond", "p50Seconds", "p99Seconds",
+		"p99AllocatedSeconds", "p99UnsatisfiableSeconds"}
 	if len(rows[0]) != len(keys) {
 		t.Errorf("row has fields %v, want exactly %v", rows[0], keys)
 	}
@@ -33,11 +42,16 @@ func TestRunJSON(t *testing.T) {
 	if rows[0]["workload"] != "unsatisfiable" || rows[0]["engine"] != "native" || rows[0]["allocated"] != 0.0 {
 		t.Errorf("unexpected row %v", rows[0])
 	}
+	// Every claim is unsatisfiable: its p99 is the split's, and no claim
+	// was allocated.
+	if rows[0]["p99AllocatedSeconds"] != 0.0 || rows[0]["p99UnsatisfiableSeconds"] == 0.0 {
+		t.Errorf("split p99s wrong: %v", rows[0])
+	}
 }
 
 func TestRunTableSkipsUpstreamForNativeOnlyWorkloads(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run([]string{"-budget", "2s", "-workloads", "cel-contiguous", "-engines", "upstream"}, &out, &errOut)
+	code := run([]string{"-budget", "2s", "-min-time", "0", "-workloads", "cel-contiguous", "-engines", "upstream"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -83,5 +97,63 @@ func TestPercentile(t *testing.T) {
 		if got := percentile(tc.in, tc.p); got != tc.want {
 			t.Errorf("percentile(%v, %v) = %v, want %v", tc.in, tc.p, got, tc.want)
 		}
+	}
+}
+
+// BenchmarkNative measures the native engine's claims loop on each
+// workload, one op per claim, without the harness's budget and timeouts:
+//
+//	go test ./test/bench -run '^$' -bench Native -benchtime 20x
+func BenchmarkNative(b *testing.B) {
+	for _, spec := range workload.All() {
+		b.Run(spec.Name, func(b *testing.B) {
+			claims := 0
+			for range b.N {
+				b.StopTimer()
+				w := spec.Build()
+				sess, err := native.New().NewSession(context.Background(), w.Inputs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				b.StartTimer()
+				for _, claim := range w.Claims {
+					results, err := sess.Allocate(context.Background(), []*resourceapi.ResourceClaim{claim}, allocator.Options{})
+					if err != nil {
+						continue
+					}
+					done := claim.DeepCopy()
+					done.Status.Allocation = results[0].Allocation
+					if err := sess.Record(done); err != nil {
+						b.Fatal(err)
+					}
+				}
+				claims += len(w.Claims)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(claims), "ns/claim")
+		})
+	}
+}
+
+// TestRunRepeatedReportsTheMedian: a workload that finishes quickly is run
+// again until -min-time has passed, and the row is the median run.
+func TestRunRepeatedReportsTheMedian(t *testing.T) {
+	spec, err := workload.Lookup("unsatisfiable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	row, err := runRepeated(context.Background(), spec, "native", time.Minute, time.Second, 20*time.Millisecond, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Runs < 2 {
+		t.Errorf("ran %d times, want repeats until 20ms were measured", row.Runs)
+	}
+	if row.MinClaimsPerSecond > row.ClaimsPerSecond || row.ClaimsPerSecond > row.MaxClaimsPerSecond {
+		t.Errorf("median %.0f outside [%.0f, %.0f]", row.ClaimsPerSecond, row.MinClaimsPerSecond, row.MaxClaimsPerSecond)
+	}
+	if row.Claims != 20 || row.Unsatisfiable != 20 {
+		t.Errorf("row %+v: want all 20 claims unsatisfiable", row)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/allocator/verify"
 )
 
 // TestScenarios runs the worked examples of the seed KEPs on every engine.
@@ -21,34 +22,56 @@ func TestScenarios(t *testing.T) {
 	if len(dirs) < 5 {
 		t.Fatalf("found %d scenarios, want at least 5", len(dirs))
 	}
+	refused := map[string]int{} // engine -> claims answered ErrNotSupported
 	for _, path := range dirs {
 		sc, err := loadScenario(filepath.Dir(path))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range engines() {
-			t.Run(sc.name+"/"+e.Name(), func(t *testing.T) { runScenario(t, e, sc) })
+			t.Run(sc.name+"/"+e.Name(), func(t *testing.T) { refused[e.Name()] += runScenario(t, e, sc) })
+		}
+	}
+	// The CEL scenarios must have put every engine without CEL constraints
+	// to the test, or the ErrNotSupported assertion checks nothing.
+	for _, e := range engines() {
+		if !e.celConstraints && refused[e.Name()] == 0 {
+			t.Errorf("%s: no scenario claim with CEL constraints was tried", e.Name())
 		}
 	}
 }
 
-func runScenario(t *testing.T, e allocator.Engine, sc *scenario) {
+// runScenario runs the steps of sc on e and returns how many claims e
+// refused as not supported.
+func runScenario(t *testing.T, e engineUnderTest, sc *scenario) int {
 	ctx := context.Background()
 	s, err := e.NewSession(ctx, sc.inputs)
 	if err != nil {
 		t.Fatalf("NewSession: %v", err)
 	}
+	checker := verify.New(sc.inputs)
+	allocated := slices.Clone(sc.inputs.Allocated)
+	unsupported, refused := "", 0
 	for _, st := range sc.expect.Steps {
 		c, ok := sc.claims[st.Claim]
 		if !ok {
 			t.Fatalf("expect.yaml names claim %q that cluster.yaml does not have", st.Claim)
 		}
 		res, err := s.Allocate(ctx, []*resourceapi.ResourceClaim{c}, allocator.Options{Node: st.OnNode})
-		if errors.Is(err, allocator.ErrNotSupported) {
-			// An engine may lack a feature (upstream: CEL constraints); it
-			// must say so instead of answering wrongly.
-			t.Logf("claim %s: %v", st.Claim, err)
-			return
+		if _, hasCEL := c.Annotations[allocator.CELConstraintsAnnotation]; hasCEL && !e.celConstraints {
+			// The engine lacks CEL constraints: it must say so instead of
+			// answering without them.
+			if !errors.Is(err, allocator.ErrNotSupported) {
+				t.Fatalf("claim %s has CEL constraints: want ErrNotSupported from %s, got %v (%v)", st.Claim, e.Name(), err, describe(res))
+			}
+			unsupported = st.Claim
+			refused++
+			continue
+		}
+		if unsupported != "" {
+			// Later steps depend on the state the unsupported claim would
+			// have left; a scenario must not mix the two.
+			t.Fatalf("claim %s follows claim %s, which %s does not support: split the scenario", st.Claim, unsupported, e.Name())
 		}
 		if st.Unsatisfiable {
 			if !errors.Is(err, allocator.ErrUnsatisfiable) {
@@ -70,12 +93,25 @@ func runScenario(t *testing.T, e allocator.Engine, sc *scenario) {
 		if len(st.NodeSelectorValues) > 0 {
 			checkSelector(t, st, res[0].Allocation)
 		}
+		node := st.OnNode
+		if node == "" {
+			node = res[0].Node
+		}
+		for _, v := range checker.Check(c, res[0].Allocation, node) {
+			t.Errorf("claim %s: verifier: %v", st.Claim, v)
+		}
 		done := c.DeepCopy()
 		done.Status.Allocation = res[0].Allocation
 		if err := s.Record(done); err != nil {
 			t.Fatalf("Record %s: %v", st.Claim, err)
 		}
+		// The verifier checks each step against the state it was made in.
+		allocated = append(allocated, done)
+		in := sc.inputs
+		in.Allocated = allocated
+		checker = verify.New(in)
 	}
+	return refused
 }
 
 func describe(res []allocator.Result) []string {

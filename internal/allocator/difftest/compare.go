@@ -19,6 +19,22 @@ type Verdict string
 // Verdicts. Allocated and Unsatisfiable must agree between engines; Invalid
 // must too. Inconclusive (search bound or timeout) and NotSupported are not
 // compared.
+//
+// The comparison rules, and the semantic decisions behind them:
+//
+//   - Aborted (upstream.ErrAborted) counts as Unsatisfiable, with no
+//     tolerance: kube-scheduler gives up on a node when a request for All
+//     devices meets an incomplete or invalid pool, or when a device of an
+//     All request breaks a claim constraint, and the native engine follows
+//     it on purpose (native Session.allBlocked and strict.go), so a native
+//     allocation where upstream aborted is a disagreement like any other.
+//   - A pool with an over-consumed counter refuses every device of the pool
+//     that consumes counters, in both engines (native poolState.overdrawn).
+//   - Selectors are compiled with the same CEL features in both engines
+//     (list attributes and consumable capacity; TestSelectorFeatures).
+//   - Claims with CEL constraints are answered by the native engine only;
+//     its answer must be Allocated, Unsatisfiable or Inconclusive and its
+//     allocations are verified.
 const (
 	Allocated     Verdict = "allocated"
 	Unsatisfiable Verdict = "unsatisfiable"
@@ -26,11 +42,19 @@ const (
 	Inconclusive  Verdict = "inconclusive"
 	NotSupported  Verdict = "not supported"
 	Failed        Verdict = "failed"
-	// Aborted is upstream's "cannot allocate" after it stopped at a request
-	// for All devices (upstream.ErrAborted): a claim the native engine
-	// allocates may legitimately get it.
+	// Aborted is upstream's "cannot allocate" after it stopped early at a
+	// request for All devices (upstream.ErrAborted). It is compared as
+	// Unsatisfiable.
 	Aborted Verdict = "aborted"
 )
+
+// compared is the verdict a comparison uses.
+func (v Verdict) compared() Verdict {
+	if v == Aborted {
+		return Unsatisfiable
+	}
+	return v
+}
 
 // Limits of one Allocate call in the differential test: generous for the
 // small generated clusters, so hitting them is worth looking at.
@@ -97,10 +121,11 @@ func (p Problem) String() string {
 	return fmt.Sprintf("seed %d, claim %s (node %q): %s", p.Seed, p.Claim, p.Node, p.Message)
 }
 
-// Stats counts verdicts over compared claims. Aborted counts claims one
-// engine allocated while upstream aborted (see Aborted); OneEngine counts
-// claims with CEL constraints, which only one engine supports: they are not
-// compared, but that engine's allocations are verified.
+// Stats counts verdicts over compared claims. Aborted counts agreements
+// where upstream stopped early (see Aborted) and the native engine refused
+// the claim too; OneEngine counts claims with CEL constraints, which only
+// one engine supports: they are not compared, but that engine's allocations
+// are verified.
 type Stats struct {
 	Claims, Agreed, Allocated, Unsatisfiable, Inconclusive, Aborted, OneEngine int
 }
@@ -138,7 +163,7 @@ func Compare(c *Case, names [2]string, a, b []Outcome) ([]Problem, Stats) {
 				}
 			}
 		}
-		va, vb := a[i].Verdict, b[i].Verdict
+		va, vb := a[i].Verdict.compared(), b[i].Verdict.compared()
 		switch {
 		case hasCEL && (va == NotSupported) != (vb == NotSupported):
 			st.OneEngine++
@@ -154,25 +179,18 @@ func Compare(c *Case, names [2]string, a, b []Outcome) ([]Problem, Stats) {
 			}
 		case va == Inconclusive || vb == Inconclusive:
 			st.Inconclusive++
-		case va == Aborted || vb == Aborted:
-			// Upstream stopped early: agreement if the other engine found no
-			// allocation either, a known difference if it found one (which
-			// the verifier has checked above).
-			if va == Allocated || vb == Allocated {
-				st.Aborted++
-			} else {
-				st.Agreed++
-				st.Unsatisfiable++
-			}
 		case va == vb:
 			st.Agreed++
+			if a[i].Verdict == Aborted || b[i].Verdict == Aborted {
+				st.Aborted++
+			}
 			if va == Allocated {
 				st.Allocated++
 			} else if va == Unsatisfiable {
 				st.Unsatisfiable++
 			}
 		default:
-			p.Message = fmt.Sprintf("%s says %s (%v), %s says %s (%v)", names[0], va, a[i].Err, names[1], vb, b[i].Err)
+			p.Message = fmt.Sprintf("%s says %s (%v), %s says %s (%v)", names[0], a[i].Verdict, a[i].Err, names[1], b[i].Verdict, b[i].Err)
 			problems = append(problems, p)
 		}
 	}

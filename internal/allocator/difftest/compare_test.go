@@ -46,7 +46,7 @@ func TestCompare(t *testing.T) {
 		{name: "allocated vs unsatisfiable", a: good, b: unsat, wantProblem: "native says allocated"},
 		{name: "unsatisfiable vs allocated", a: unsat, b: good, wantProblem: "upstream says allocated"},
 		{name: "a wrong allocation is rejected even when both agree", a: good, b: bad, wantProblem: "verifier rejects"},
-		{name: "upstream aborted where native allocates: known difference", a: good, b: aborted},
+		{name: "upstream aborted where native allocates: disagreement", a: good, b: aborted, wantProblem: "upstream says aborted"},
 		{name: "upstream aborted where native finds nothing: agreement", a: unsat, b: aborted},
 		{name: "a search bound is not compared", a: bound, b: good},
 		{name: "an unexpected error is a problem", a: failed, b: unsat, wantProblem: "unexpected error"},

@@ -83,7 +83,7 @@ func TestDifferential(t *testing.T) {
 		}
 		dump(t, c)
 	}
-	t.Logf("%d cases, %d claims: %d agreed (%d allocated, %d unsatisfiable), %d allocated by native where upstream aborts on an All request, %d with CEL constraints (native only, verified), %d inconclusive, %d cases with problems",
+	t.Logf("%d cases, %d claims: %d agreed (%d allocated, %d unsatisfiable, of which %d where upstream stopped early at an All request), %d with CEL constraints (native only, verified), %d inconclusive, %d cases with problems",
 		n, total.Claims, total.Agreed, total.Allocated, total.Unsatisfiable, total.Aborted, total.OneEngine, total.Inconclusive, failed)
 	// Both outcomes must occur, or the generator tests nothing.
 	if total.Allocated == 0 || total.Unsatisfiable == 0 {

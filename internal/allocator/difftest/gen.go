@@ -54,7 +54,11 @@ type genDevice struct {
 
 // Generate builds the case for seed.
 func Generate(seed uint64) *Case {
-	g := &gen{r: rand.New(rand.NewPCG(seed, 0x5eed)), c: &Case{Seed: seed}}
+	return generate(rand.NewPCG(seed, 0x5eed), seed)
+}
+
+func generate(src rand.Source, seed uint64) *Case {
+	g := &gen{r: rand.New(src), c: &Case{Seed: seed}}
 	g.cluster()
 	g.preallocate()
 	for i := 0; i < claimsPer; i++ {

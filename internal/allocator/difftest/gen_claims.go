@@ -12,8 +12,10 @@ import (
 )
 
 // preallocate gives a few random devices to claims that are already
-// allocated, respecting shared counters, so that the engines start from a
-// partly used cluster.
+// allocated, so that the engines start from a partly used cluster. Shared
+// counters are mostly respected; sometimes (as after a driver shrank a
+// counter set) a device is given although its counters are used up, which
+// leaves the pool over-consumed.
 func (g *gen) preallocate() {
 	capacity := map[string]resource.Quantity{} // pool/set/counter
 	for _, s := range g.c.Inputs.Slices {
@@ -24,11 +26,24 @@ func (g *gen) preallocate() {
 		}
 	}
 	used := map[string]bool{}
-	n := g.r.IntN(4)
+	n := g.r.IntN(5)
+	var last *genDevice
 	for i := 0; i < n && len(g.devices) > 0; i++ {
 		d := g.devices[g.r.IntN(len(g.devices))]
+		if last != nil && g.chance(0.4) {
+			// Another device of the same pool: partitions of one GPU
+			// compete for its counters.
+			var same []genDevice
+			for _, o := range g.devices {
+				if o.driver == last.driver && o.pool == last.pool {
+					same = append(same, o)
+				}
+			}
+			d = same[g.r.IntN(len(same))]
+		}
+		last = &d
 		key := d.driver + "/" + d.pool + "/" + d.dev.Name
-		if used[key] || !fits(capacity, d) {
+		if used[key] || (!fits(capacity, d) && !g.chance(0.6)) {
 			continue
 		}
 		admin := g.chance(0.1)

@@ -56,6 +56,9 @@ func TestGeneratorCovers(t *testing.T) {
 		if len(c.Inputs.Allocated) > 0 {
 			seen["allocated claims"]++
 		}
+		if overConsumed(c) {
+			seen["over-consumed counters"]++
+		}
 		for i, claim := range c.Claims {
 			if _, ok := claim.Annotations[allocator.CELConstraintsAnnotation]; ok {
 				seen["CEL constraints"]++
@@ -71,6 +74,9 @@ func TestGeneratorCovers(t *testing.T) {
 				}
 				if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeAll {
 					seen["All"]++
+					if len(claim.Spec.Devices.Constraints) > 0 {
+						seen["All with constraints"]++
+					}
 				}
 				if r.Exactly != nil && ptr.Deref(r.Exactly.AdminAccess, false) {
 					seen["adminAccess"]++
@@ -92,11 +98,47 @@ func TestGeneratorCovers(t *testing.T) {
 	for _, feature := range []string{
 		"incomplete pool", "stale slices", "shared counters", "per-device node selection", "taints",
 		"list attributes", "allocated claims", "central allocation", "allocation for a node",
-		"firstAvailable", "All", "adminAccess", "tolerations", "matchAttribute", "distinctAttribute", "CEL constraints",
+		"firstAvailable", "All", "All with constraints", "over-consumed counters", "adminAccess", "tolerations", "matchAttribute", "distinctAttribute", "CEL constraints",
 	} {
 		if seen[feature] < 5 {
 			t.Errorf("%s: only %d times in %d cases", feature, seen[feature], defaultCases)
 		}
 	}
 	t.Logf("coverage: %v", seen)
+}
+
+// overConsumed reports whether the allocated claims of c consume some shared
+// counter beyond its capacity.
+func overConsumed(c *Case) bool {
+	left := map[string]int64{}
+	for _, s := range c.Inputs.Slices {
+		for _, set := range s.Spec.SharedCounters {
+			for name, v := range set.Counters {
+				left[s.Spec.Pool.Name+"/"+set.Name+"/"+name] = v.Value.Value()
+			}
+		}
+	}
+	devices := map[string]*resourceapi.Device{}
+	for _, s := range c.Inputs.Slices {
+		for i := range s.Spec.Devices {
+			devices[s.Spec.Pool.Name+"/"+s.Spec.Devices[i].Name] = &s.Spec.Devices[i]
+		}
+	}
+	for _, claim := range c.Inputs.Allocated {
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			d := devices[r.Pool+"/"+r.Device]
+			if d == nil || ptr.Deref(r.AdminAccess, false) {
+				continue
+			}
+			for _, cc := range d.ConsumesCounters {
+				for name, v := range cc.Counters {
+					k := r.Pool + "/" + cc.CounterSet + "/" + name
+					if left[k] -= v.Value.Value(); left[k] < 0 {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }

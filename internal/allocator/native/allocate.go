@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -14,10 +15,7 @@ import (
 // Allocate implements allocator.Session.
 //
 // With opts.Node set it searches the devices reachable from that node.
-// Without, it is a central allocator: it walks the nodes in input order
-// (first fit, as kube-scheduler would try them) but skips nodes that cannot
-// help without searching: nodes whose local devices are all in use and
-// nodes that reach exactly the same shared devices as a node already tried.
+// Without, it is a central allocator (see central).
 func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceClaim, opts allocator.Options) ([]allocator.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
@@ -48,7 +46,7 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 		return s.results(p, x, ni), nil
 	}
 
-	if len(s.nodes) == 0 {
+	if s.candidates == 0 {
 		found, err := x.run(-1)
 		if err != nil {
 			return nil, err
@@ -59,30 +57,108 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 		return s.results(p, x, -1), nil
 	}
 
-	anyAdmin := false
-	for _, sl := range p.slots {
-		for _, sb := range sl.subs {
-			anyAdmin = anyAdmin || sb.admin
+	return s.central(ctx, p, x)
+}
+
+// central is the central allocator: it walks the nodes in input order and
+// returns the first that fits (first fit, as kube-scheduler would try
+// them), but searches only where a search can tell something new:
+//
+//   - nodes where some request has fewer live candidates than it needs are
+//     skipped, and when no request can use shared devices, a per-candidate
+//     set cursor skips the nodes whose devices are all gone for good;
+//   - a node without local candidates that matter searches exactly the
+//     shared devices it reaches, so one search answers for every node that
+//     reaches the same ones.
+func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.Result, error) {
+	nodeLocal, special := true, false
+	for i := range p.slots {
+		for b := range p.slots[i].subs {
+			sb := &p.slots[i].subs[b]
+			special = special || sb.all || sb.admin
+			shared, err := s.sharedFor(ctx, sb.cs)
+			if err != nil {
+				return nil, p.candidateError(i, b, err)
+			}
+			nodeLocal = nodeLocal && len(shared) == 0
 		}
 	}
-	tried := map[string]bool{}
-	firstReason, triedNodes := "", 0
-	for ni, node := range s.nodes {
-		hasLocal, err := s.nodeHasLocal(ctx, x, p, node.Name, anyAdmin)
-		if err != nil {
-			return nil, err
-		}
-		if !hasLocal {
-			key, err := s.reachKey(ctx, p, ni)
-			if err != nil {
-				return nil, err
+	cursor := nodeLocal && !special
+	start := 0
+	if cursor {
+		// Every node before a set's cursor lacks live candidates of that
+		// set; a request needs one of its alternatives' sets.
+		for i := range p.slots {
+			least := s.candidates
+			for _, sb := range p.slots[i].subs {
+				least = min(least, sb.cs.firstLive)
 			}
-			if tried[key] {
-				continue
-			}
-			tried[key] = true
+			start = max(start, least)
 		}
-		triedNodes++
+	}
+	var tried map[string]bool
+	var key []byte
+	firstReason, searched, skipped := "", 0, start > 0
+	for ni := start; ni < s.candidates; ni++ {
+		if p.hasAll && s.allBlocked(ni) {
+			// Not searched: the node is out for this claim (see allBlocked).
+			if firstReason == "" {
+				firstReason = fmt.Sprintf("node %s: a request asks for all devices, but a pool visible from the node is incomplete or invalid", s.nodes[ni].Name)
+			}
+			continue
+		}
+		own, fits := false, true
+		key = append(key[:0], 'r')
+		for i := range p.slots {
+			slotFits := false
+			for b := range p.slots[i].subs {
+				sb := &p.slots[i].subs[b]
+				nc, err := s.nodeCands(ctx, sb.cs, ni)
+				if err != nil {
+					return nil, p.candidateError(i, b, err)
+				}
+				s.prune(nc)
+				if cursor && ni == sb.cs.firstLive && len(nc.live) == 0 {
+					sb.cs.firstLive++
+				}
+				switch {
+				case sb.all:
+					slotFits = slotFits || len(nc.all) > 0
+					own = own || nc.local > 0
+				case sb.admin:
+					slotFits = slotFits || len(nc.all) >= sb.count
+					own = own || nc.local > 0
+				default:
+					slotFits = slotFits || len(nc.live) >= sb.count
+					own = own || nc.liveLocal > 0
+				}
+				key = binary.AppendUvarint(key, uint64(nc.reach))
+			}
+			if !slotFits {
+				fits = false
+				if firstReason == "" {
+					firstReason = fmt.Sprintf("node %s: %s", s.nodes[ni].Name, s.shortOf(ctx, p, i, ni))
+				}
+				break
+			}
+		}
+		if !fits {
+			skipped = true
+			continue
+		}
+		if own {
+			// A node with its own candidates is interchangeable with one
+			// whose candidates look exactly the same (see lookalike);
+			// the key is empty when that cannot be told.
+			key = key[:0]
+			if !special && tried != nil {
+				key = s.lookalike(key, p, ni)
+			}
+		}
+		if len(key) > 0 && tried[string(key)] {
+			continue
+		}
+		searched++
 		found, err := x.run(ni)
 		if err != nil {
 			return nil, err
@@ -90,64 +166,74 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 		if found {
 			return s.results(p, x, ni), nil
 		}
+		if own && !special && len(key) == 0 {
+			key = s.lookalike(key, p, ni)
+		}
+		if len(key) > 0 {
+			if tried == nil {
+				tried = map[string]bool{}
+			}
+			tried[string(key)] = true
+		}
 		if firstReason == "" {
-			firstReason = fmt.Sprintf("node %s: %s", node.Name, x.reason)
+			firstReason = fmt.Sprintf("node %s: %s", s.nodes[ni].Name, x.reason)
 		}
 	}
-	if firstReason == "" {
+	switch {
+	case firstReason != "":
+	case skipped:
+		firstReason = "no node has enough free matching devices"
+	default:
 		firstReason = "no node has matching devices"
 	}
 	return nil, fmt.Errorf("%w: %s: no node fits (searched %d of %d nodes; first: %s)",
-		allocator.ErrUnsatisfiable, claimNames(claims), triedNodes, len(s.nodes), firstReason)
+		allocator.ErrUnsatisfiable, claimNames(p.claims), searched, s.candidates, firstReason)
 }
 
-// nodeHasLocal reports whether node has usable local devices matching some
-// request of the plan.
-func (s *Session) nodeHasLocal(ctx context.Context, x *search, p *plan, node string, anyAdmin bool) (bool, error) {
-	if len(s.localByNode[node]) == 0 || (!anyAdmin && s.freeLocal[node] == 0) {
-		return false, nil
-	}
+// lookalike appends a key that says what the plan's live candidates on
+// node ni look like: per alternative, the contents (driver, attributes,
+// capacity) of its candidates in search order. Without admin access or All
+// requests, a search depends only on that (devices in use are not live, and
+// the search starts with nothing tentatively allocated), so a node whose key
+// equals that of a node already searched in vain fails too, and is skipped:
+// a claim with a CEL constraint proves each kind of node unsatisfiable once.
+// Candidates with counters or taints are not described by their contents;
+// with any of them the key is empty and the node is searched.
+func (s *Session) lookalike(key []byte, p *plan, ni int) []byte {
+	key = append(key, 'o')
 	for i := range p.slots {
 		for b := range p.slots[i].subs {
-			l, err := s.localFor(ctx, p.slots[i].subs[b].cs, node)
-			if err != nil {
-				return false, fmt.Errorf("claim %s, request %s: %w", allocator.ClaimKey(p.claims[p.slots[i].claim]), p.slots[i].subs[b].name, err)
-			}
-			if len(l) > 0 {
-				return true, nil
+			nc := p.slots[i].subs[b].cs.nodes[ni]
+			key = binary.AppendUvarint(key, uint64(len(nc.live)))
+			for _, d := range nc.live {
+				dev := &s.devs[d]
+				if dev.usesCounters || len(dev.dev.Taints) > 0 {
+					return key[:0]
+				}
+				key = binary.AppendUvarint(key, uint64(s.contentID(d)))
 			}
 		}
 	}
-	return false, nil
+	return key
 }
 
-// reachKey describes which shared candidates of the plan node ni reaches;
-// nodes with the same key are interchangeable for nodes without local
-// candidates.
-func (s *Session) reachKey(ctx context.Context, p *plan, ni int) (string, error) {
-	var b strings.Builder
-	seen := map[int32]bool{}
-	for i := range p.slots {
-		for _, sb := range p.slots[i].subs {
-			shared, err := s.sharedFor(ctx, sb.cs)
-			if err != nil {
-				return "", fmt.Errorf("claim %s, request %s: %w", allocator.ClaimKey(p.claims[p.slots[i].claim]), sb.name, err)
-			}
-			for _, d := range shared {
-				sel := s.devs[d].sel
-				if sel < 0 || seen[sel] {
-					continue
-				}
-				seen[sel] = true
-				if s.nodeSels[sel].match(ni, s.nodes[ni]) {
-					b.WriteByte('1')
-				} else {
-					b.WriteByte('0')
-				}
-			}
-		}
+// shortOf says why slot i has too few candidates on node ni.
+func (s *Session) shortOf(ctx context.Context, p *plan, i, ni int) string {
+	sl := &p.slots[i]
+	if len(sl.subs) != 1 {
+		return fmt.Sprintf("request %s: not enough matching devices", p.claims[sl.claim].Spec.Devices.Requests[sl.req].Name)
 	}
-	return b.String(), nil
+	sb := &sl.subs[0]
+	nc, err := s.nodeCands(ctx, sb.cs, ni)
+	switch {
+	case err != nil:
+		return err.Error()
+	case sb.all:
+		return fmt.Sprintf("request %s: no matching devices", sb.name)
+	case sb.admin:
+		return fmt.Sprintf("request %s: %d matching devices, %d needed", sb.name, len(nc.all), sb.count)
+	}
+	return fmt.Sprintf("request %s: %d matching devices available, %d needed", sb.name, len(nc.live), sb.count)
 }
 
 func claimNames(claims []*resourceapi.ResourceClaim) string {

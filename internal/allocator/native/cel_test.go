@@ -142,11 +142,21 @@ func TestCELCostTracking(t *testing.T) {
 		grid2x2:    false,
 		`devices.all(a, devices.all(b, devices.all(c, devices.all(d, a.attributes["x"].y == d.attributes["x"].y))))`: true,
 	} {
-		if _, err := c.compile(expr); err != nil {
+		if _, err := c.compile(expr, resourceapi.AllocationResultsMaxSize); err != nil {
 			t.Fatalf("compile %s: %v", expr, err)
 		}
 		if got := c.progs[expr].tracked; got != tracked {
 			t.Errorf("tracked = %v for %s", got, expr)
 		}
+	}
+	// Four nested loops over 32 devices may exceed the limit, over two
+	// they cannot: a claim for two devices gets an untracked program.
+	quad := `devices.all(a, devices.all(b, devices.all(c, devices.all(d, a.attributes["x"].y == d.attributes["x"].y))))`
+	p := c.compiled(quad)
+	if c.forSize(p, 2) == p.prog {
+		t.Error("program for 2 devices is the tracked one")
+	}
+	if c.forSize(p, 32) != p.prog {
+		t.Error("program for 32 devices is not the tracked one")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -40,8 +41,12 @@ type constraintCompiler struct {
 	adapter types.Adapter
 	empty   ref.Val
 
-	// devicesType is the declared type of `devices`, for cost estimation.
-	devicesType *apiservercel.DeclType
+	// deviceType is the declared type of one element of `devices`, for
+	// cost estimation.
+	deviceType *apiservercel.DeclType
+
+	// plain is the environment without cost tracking (see forSize).
+	plain *cel.Env
 
 	mu    sync.Mutex
 	progs map[string]*compiledConstraint
@@ -50,9 +55,17 @@ type constraintCompiler struct {
 type compiledConstraint struct {
 	prog cel.Program
 	err  error
-	// tracked is set when the worst-case cost estimate exceeds the limit,
-	// so the cost is tracked while evaluating.
+	// tracked is set when the worst-case cost estimate for 32 devices
+	// exceeds the limit, so the cost must be tracked while evaluating.
 	tracked bool
+	ast     *cel.Ast
+	// fast is the program from the plain environment (see forSize).
+	fast cel.Program
+
+	mu sync.Mutex
+	// bySize holds programs for at most n devices: untracked when the
+	// estimate for n devices stays within the limit, else prog.
+	bySize map[int]cel.Program
 }
 
 func newConstraintCompiler() *constraintCompiler {
@@ -80,8 +93,7 @@ func (c *constraintCompiler) init() {
 			"attributes": field("attributes", attrs),
 			"capacity":   field("capacity", capacity),
 		})
-		// A constraint sees the devices of one claim: at most 32.
-		c.devicesType = apiservercel.NewListType(deviceType, resourceapi.AllocationResultsMaxSize)
+		c.deviceType = deviceType
 		envset, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
 			IntroducedVersion: version.MajorMinor(1, 31),
 			EnvOptions: []cel.EnvOption{
@@ -96,6 +108,9 @@ func (c *constraintCompiler) init() {
 			return
 		}
 		c.env, c.envErr = envset.Env(environment.StoredExpressions)
+		if plain, err := cel.NewEnv(plainEnvOptions()...); err == nil {
+			c.plain = plain
+		}
 		if c.envErr == nil {
 			c.adapter = c.env.CELTypeAdapter()
 			c.empty = c.adapter.NativeToValue(map[string]any{})
@@ -103,16 +118,56 @@ func (c *constraintCompiler) init() {
 	})
 }
 
-// compile returns the program for expr or a compile error.
-func (c *constraintCompiler) compile(expr string) (cel.Program, error) {
+// compile returns the program for expr, evaluated on at most maxDevices
+// devices, or a compile error.
+func (c *constraintCompiler) compile(expr string, maxDevices int) (cel.Program, error) {
+	p := c.compiled(expr)
+	if p.err != nil {
+		return nil, p.err
+	}
+	return c.forSize(p, maxDevices), nil
+}
+
+// forSize returns the program to evaluate p on at most n devices.
+//
+// The Kubernetes environment tracks the cost of every evaluation step
+// (and enforces the per-call limit, which is the constraint's limit too),
+// which doubles the time of an evaluation; a search that proves a claim
+// unsatisfiable evaluates the expression on every combination, so that
+// matters. When the cost estimate for n devices with maximal attributes
+// stays within the limit, the limit cannot be reached, and the program
+// comes from the plain environment: the same libraries without cost
+// tracking. Otherwise the tracked program enforces the limit.
+func (c *constraintCompiler) forSize(p *compiledConstraint, n int) cel.Program {
+	n = min(max(n, 1), resourceapi.AllocationResultsMaxSize)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prog, ok := p.bySize[n]; ok {
+		return prog
+	}
+	prog := p.prog
+	if p.fast != nil {
+		est, err := c.env.EstimateCost(p.ast, &library.CostEstimator{SizeEstimator: &sizeEstimator{devices: apiservercel.NewListType(c.deviceType, int64(n))}})
+		if err == nil && est.Max <= constraintCostLimit {
+			prog = p.fast
+		}
+	}
+	if p.bySize == nil {
+		p.bySize = map[int]cel.Program{}
+	}
+	p.bySize[n] = prog
+	return prog
+}
+
+func (c *constraintCompiler) compiled(expr string) *compiledConstraint {
 	c.init()
 	if c.envErr != nil {
-		return nil, c.envErr
+		return &compiledConstraint{err: c.envErr}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p, ok := c.progs[expr]; ok {
-		return p.prog, p.err
+		return p
 	}
 	p := &compiledConstraint{}
 	ast, issues := c.env.Compile(expr)
@@ -122,22 +177,22 @@ func (c *constraintCompiler) compile(expr string) (cel.Program, error) {
 	case ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType:
 		p.err = fmt.Errorf("must evaluate to bool, not %s", ast.OutputType())
 	default:
-		opts := []cel.ProgramOption{cel.InterruptCheckFrequency(celconfig.CheckFrequency)}
-		// Tracking the cost of every step makes evaluation a third slower.
-		// When the worst case for 32 devices with maximal attributes stays
-		// within the limit, the limit cannot be reached and is not tracked.
-		est, err := c.env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: &sizeEstimator{devices: c.devicesType}})
-		if err != nil || est.Max > constraintCostLimit {
-			opts = append(opts, cel.CostLimit(constraintCostLimit))
-			p.tracked = true
-		}
-		p.prog, p.err = c.env.Program(ast, opts...)
+		p.ast = ast
+		p.prog, p.err = c.env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency), cel.CostLimit(constraintCostLimit))
 		if p.err != nil {
 			p.err = fmt.Errorf("program instantiation failed: %w", p.err)
+			break
 		}
+		all := apiservercel.NewListType(c.deviceType, resourceapi.AllocationResultsMaxSize)
+		est, err := c.env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: &sizeEstimator{devices: all}})
+		p.tracked = err != nil || est.Max > constraintCostLimit
+		p.fast = c.plainProgram(expr)
+	}
+	if len(c.progs) >= selectorCacheEntries {
+		c.progs = map[string]*compiledConstraint{}
 	}
 	c.progs[expr] = p
-	return p.prog, p.err
+	return p
 }
 
 // errCostLimit marks an evaluation that ran out of its cost budget.
@@ -145,8 +200,7 @@ var errCostLimit = errors.New("CEL constraint exceeded its cost limit")
 
 // eval runs a compiled constraint on a device set.
 func (c *constraintCompiler) eval(ctx context.Context, prog cel.Program, devs []ref.Val) (bool, error) {
-	list := types.NewRefValList(c.adapter, devs)
-	out, _, err := prog.ContextEval(ctx, map[string]any{devicesVar: list})
+	out, _, err := prog.ContextEval(ctx, devicesActivation{types.NewRefValList(c.adapter, devs)})
 	if err != nil {
 		if strings.Contains(err.Error(), "cost limit") {
 			return false, fmt.Errorf("%w (%d): %w", errCostLimit, constraintCostLimit, err)
@@ -173,13 +227,12 @@ func (c *constraintCompiler) deviceValue(driver string, d *resourceapi.Device) (
 	}
 	// Everything is converted to CEL values once, so that evaluations
 	// look values up without converting or allocating.
-	attrs := map[ref.Val]map[ref.Val]ref.Val{}
-	inner := func(m map[ref.Val]map[ref.Val]ref.Val, dom string) map[ref.Val]ref.Val {
-		k := types.String(dom)
-		if m[k] == nil {
-			m[k] = map[ref.Val]ref.Val{}
+	attrs := map[string]map[string]ref.Val{}
+	inner := func(m map[string]map[string]ref.Val, dom string) map[string]ref.Val {
+		if m[dom] == nil {
+			m[dom] = map[string]ref.Val{}
 		}
-		return m[k]
+		return m[dom]
 	}
 	for name, a := range d.Attributes {
 		v, err := attributeValue(a)
@@ -187,26 +240,26 @@ func (c *constraintCompiler) deviceValue(driver string, d *resourceapi.Device) (
 			return nil, fmt.Errorf("attribute %s: %w", name, err)
 		}
 		dom, id := splitName(string(name), driver)
-		inner(attrs, dom)[types.String(id)] = c.adapter.NativeToValue(v)
+		inner(attrs, dom)[id] = c.adapter.NativeToValue(v)
 	}
-	capacity := map[ref.Val]map[ref.Val]ref.Val{}
+	capacity := map[string]map[string]ref.Val{}
 	for name, q := range d.Capacity {
 		dom, id := splitName(string(name), driver)
 		val := q.Value
-		inner(capacity, dom)[types.String(id)] = apiservercel.Quantity{Quantity: &val}
+		inner(capacity, dom)[id] = apiservercel.Quantity{Quantity: &val}
 	}
-	outer := func(m map[ref.Val]map[ref.Val]ref.Val) ref.Val {
-		vals := make(map[ref.Val]ref.Val, len(m))
+	outer := func(m map[string]map[string]ref.Val) ref.Val {
+		vals := make(map[string]ref.Val, len(m))
 		for k, v := range m {
-			vals[k] = types.NewRefValMap(c.adapter, v)
+			vals[k] = c.stringMap(v, nil)
 		}
-		return defaultMap{types.NewRefValMap(c.adapter, vals), c.empty}
+		return c.stringMap(vals, c.empty)
 	}
-	return types.NewRefValMap(c.adapter, map[ref.Val]ref.Val{
-		types.String("driver"):     types.String(driver),
-		types.String("attributes"): outer(attrs),
-		types.String("capacity"):   outer(capacity),
-	}), nil
+	return c.stringMap(map[string]ref.Val{
+		"driver":     types.String(driver),
+		"attributes": outer(attrs),
+		"capacity":   outer(capacity),
+	}, nil), nil
 }
 
 func splitName(name, driver string) (string, string) {
@@ -215,3 +268,17 @@ func splitName(name, driver string) (string, string) {
 	}
 	return driver, name
 }
+
+// devicesActivation binds `devices` without building a map per evaluation.
+type devicesActivation struct{ devices ref.Val }
+
+// ResolveName implements interpreter.Activation.
+func (a devicesActivation) ResolveName(name string) (any, bool) {
+	if name == devicesVar {
+		return a.devices, true
+	}
+	return nil, false
+}
+
+// Parent implements interpreter.Activation.
+func (devicesActivation) Parent() interpreter.Activation { return nil }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/blang/semver/v4"
 	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 
@@ -49,22 +50,6 @@ func attributeValue(a resourceapi.DeviceAttribute) (any, error) {
 	return nil, errors.New("attribute has no value")
 }
 
-// defaultMap returns an empty map for unknown keys, so that
-// `d.attributes["other.example.com"]` is empty instead of an error, exactly
-// as in selectors.
-type defaultMap struct {
-	traits.Mapper
-	empty ref.Val
-}
-
-// Find implements traits.Mapper.
-func (m defaultMap) Find(key ref.Val) (ref.Val, bool) {
-	if v, ok := m.Mapper.Find(key); ok {
-		return v, true
-	}
-	return m.empty, true
-}
-
 // sizeEstimator gives the cost estimator the maximum sizes of what
 // `devices` holds, from the declared types (32 devices, 32 attributes per
 // device, 64 characters or list entries per value).
@@ -105,4 +90,52 @@ func (s *sizeEstimator) EstimateSize(element checker.AstNode) *checker.SizeEstim
 // EstimateCallCost implements checker.CostEstimator.
 func (s *sizeEstimator) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
 	return nil
+}
+
+// stringMap is a CEL map with string keys whose lookups go straight to a Go
+// map (a constraint evaluated on thousands of device sets spends much of its
+// time in lookups). Everything else (iteration, equality, conversion) is
+// the plain CEL map's. With a default, a missing key yields the default, as
+// selectors' attribute maps do for unknown domains.
+type stringMap struct {
+	traits.Mapper
+	m   map[string]ref.Val
+	def ref.Val
+}
+
+func (c *constraintCompiler) stringMap(m map[string]ref.Val, def ref.Val) ref.Val {
+	vals := make(map[ref.Val]ref.Val, len(m))
+	for k, v := range m {
+		vals[types.String(k)] = v
+	}
+	return &stringMap{Mapper: types.NewRefValMap(c.adapter, vals), m: m, def: def}
+}
+
+// Find implements traits.Mapper.
+func (s *stringMap) Find(key ref.Val) (ref.Val, bool) {
+	if k, ok := key.(types.String); ok {
+		if v, ok := s.m[string(k)]; ok {
+			return v, true
+		}
+	} else if v, ok := s.Mapper.Find(key); ok {
+		return v, true
+	}
+	if s.def != nil {
+		return s.def, true
+	}
+	return nil, false
+}
+
+// Get implements traits.Indexer.
+func (s *stringMap) Get(key ref.Val) ref.Val {
+	if v, ok := s.Find(key); ok {
+		return v
+	}
+	return s.Mapper.Get(key)
+}
+
+// Contains implements traits.Container.
+func (s *stringMap) Contains(key ref.Val) ref.Val {
+	_, ok := s.Find(key)
+	return types.Bool(ok)
 }

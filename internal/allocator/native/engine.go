@@ -42,6 +42,14 @@ const (
 	maxCELMemo = 1_000_000
 )
 
+// SelectorFeatures are the CEL features selectors are compiled with: list
+// attributes (includes()) and consumable capacity (allowMultipleAllocations),
+// the newest environment kube-scheduler offers; stored expressions written
+// for older ones still compile in it. The upstream adapter derives the same
+// from upstream.DefaultFeatures, so a selector means the same in both
+// engines (checked by the differential test).
+var SelectorFeatures = dracel.Features{EnableListTypeAttributes: true, EnableConsumableCapacity: true}
+
 // Option configures an Engine.
 type Option func(*Engine)
 
@@ -64,6 +72,8 @@ type Engine struct {
 
 	mu      sync.Mutex
 	results map[resultKey]bool
+	// shapes holds what each selector expression reads of a device.
+	shapes map[string]*selectorShape
 }
 
 // resultKey identifies one selector result: a device at one version of its
@@ -80,13 +90,11 @@ func New(opts ...Option) allocator.Engine {
 
 func newEngine(opts ...Option) *Engine {
 	e := &Engine{
-		maxSteps: DefaultMaxSteps,
-		// The environment with list attributes (includes()) and
-		// allowMultipleAllocations is the newest one kube-scheduler offers;
-		// stored expressions written for older ones still compile in it.
-		selectors:   dracel.NewCache(selectorCacheEntries, dracel.Features{EnableListTypeAttributes: true, EnableConsumableCapacity: true}),
+		maxSteps:    DefaultMaxSteps,
+		selectors:   dracel.NewCache(selectorCacheEntries, SelectorFeatures),
 		constraints: newConstraintCompiler(),
 		results:     map[resultKey]bool{},
+		shapes:      map[string]*selectorShape{},
 	}
 	for _, o := range opts {
 		o(e)
@@ -116,4 +124,22 @@ func (e *Engine) storeResult(k resultKey, v bool) {
 		e.results = map[resultKey]bool{}
 	}
 	e.results[k] = v
+}
+
+// shape returns the analysis of a selector expression (selectorkey.go).
+func (e *Engine) shape(expr string) *selectorShape {
+	e.mu.Lock()
+	sh, ok := e.shapes[expr]
+	e.mu.Unlock()
+	if ok {
+		return sh
+	}
+	sh = analyzeSelector(expr)
+	e.mu.Lock()
+	if len(e.shapes) >= selectorCacheEntries {
+		e.shapes = map[string]*selectorShape{}
+	}
+	e.shapes[expr] = sh
+	e.mu.Unlock()
+	return sh
 }

@@ -49,7 +49,7 @@ func (s *Session) reachable(d int32, nodeIdx int) bool {
 	dev := &s.devs[d]
 	switch {
 	case dev.node != "":
-		return nodeIdx >= 0 && s.nodes[nodeIdx].Name == dev.node
+		return nodeIdx >= 0 && int(dev.nodeIdx) == nodeIdx
 	case dev.allNodes:
 		return true
 	case dev.sel >= 0:

@@ -17,17 +17,28 @@ import (
 // one slot per request (in claim order, then request order), each with its
 // alternatives (one for `exactly`, the subrequests for `firstAvailable`).
 type plan struct {
-	claims   []*resourceapi.ResourceClaim
-	slots    []slot
+	claims []*resourceapi.ResourceClaim
+	slots  []slot
+	// subs backs the slots' alternatives.
+	subs     []sub
 	match    []string // attribute of each matchAttribute constraint
 	distinct []string // attribute of each distinctAttribute constraint
 	cels     []celPlan
+	// hasAll is set when some request or subrequest asks for All devices:
+	// then no node from which an incomplete or invalid pool is visible can
+	// be used (see Session.allBlocked).
+	hasAll bool
+	// strict is set when the plan is searched in kube-scheduler's order
+	// (strict.go).
+	strict bool
 }
 
 type slot struct {
 	claim int
 	req   int
 	subs  []sub
+	// firstAvailable: the request lists subrequests (possibly one).
+	firstAvailable bool
 }
 
 // sub is one way to satisfy a request.
@@ -42,6 +53,9 @@ type sub struct {
 	tolerations []resourceapi.DeviceToleration
 	// match, distinct and cels index the plan's constraints that apply.
 	match, distinct, cels []int
+	// ri and si locate the request (si: the subrequest, -1 for exactly),
+	// for error messages.
+	ri, si int
 }
 
 // celPlan is one CEL constraint of one claim.
@@ -49,7 +63,9 @@ type celPlan struct {
 	claim int
 	prog  cel.Program
 	expr  string
-	field string
+	// exprID identifies expr in memo keys (Session.exprID).
+	exprID uint32
+	field  string
 	// lastSlot is the last slot the constraint can apply to: the constraint
 	// is evaluated when that slot is done, with the whole set chosen.
 	lastSlot int
@@ -57,51 +73,63 @@ type celPlan struct {
 
 func (s *Session) buildPlan(claims []*resourceapi.ResourceClaim) (*plan, error) {
 	p := &plan{claims: claims}
-	for ci, claim := range claims {
+	// One backing array for all slots and one for all alternatives: a
+	// claim is planned with two allocations instead of one per request.
+	nslots, nsubs := 0, 0
+	for _, claim := range claims {
 		if claim == nil {
 			return nil, errors.New("nil claim")
 		}
+		nslots += len(claim.Spec.Devices.Requests)
+		for _, r := range claim.Spec.Devices.Requests {
+			nsubs += max(1, len(r.FirstAvailable))
+		}
+	}
+	p.slots = make([]slot, 0, nslots)
+	p.subs = make([]sub, 0, nsubs)
+	for ci, claim := range claims {
 		if err := s.planClaim(p, ci, claim); err != nil {
 			return nil, err
 		}
 	}
+	p.strict = p.needsStrict()
 	return p, nil
 }
 
 func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) error {
-	key := allocator.ClaimKey(claim)
 	invalid := func(field string, err error) error {
-		return &allocator.InvalidClaimError{Claim: key, Field: field, Err: err}
+		return &allocator.InvalidClaimError{Claim: allocator.ClaimKey(claim), Field: field, Err: err}
 	}
 	first := len(p.slots)
 	minDevices := 0
 	for ri := range claim.Spec.Devices.Requests {
 		r := &claim.Spec.Devices.Requests[ri]
-		field := fmt.Sprintf("spec.devices.requests[%d]", ri)
 		sl := slot{claim: ci, req: ri}
 		switch {
 		case r.Exactly != nil && len(r.FirstAvailable) == 0:
 			e := r.Exactly
-			sb, err := s.planSub(claim, r.Name, field+".exactly", e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, e.Capacity != nil, len(e.DerivedAttributes) > 0)
+			sb, err := s.planSub(claim, ri, -1, r.Name, e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, e.Capacity != nil, len(e.DerivedAttributes) > 0)
 			if err != nil {
 				return err
 			}
 			sb.admin = ptr.Deref(e.AdminAccess, false)
-			sl.subs = append(sl.subs, sb)
+			sl.subs = p.addSub(sl.subs, sb)
 		case r.Exactly == nil && len(r.FirstAvailable) > 0:
+			sl.firstAvailable = true
 			for si := range r.FirstAvailable {
 				fa := &r.FirstAvailable[si]
-				sb, err := s.planSub(claim, r.Name+"/"+fa.Name, fmt.Sprintf("%s.firstAvailable[%d]", field, si), fa.DeviceClassName, fa.Selectors, fa.AllocationMode, fa.Count, fa.Tolerations, fa.Capacity != nil, len(fa.DerivedAttributes) > 0)
+				sb, err := s.planSub(claim, ri, si, r.Name+"/"+fa.Name, fa.DeviceClassName, fa.Selectors, fa.AllocationMode, fa.Count, fa.Tolerations, fa.Capacity != nil, len(fa.DerivedAttributes) > 0)
 				if err != nil {
 					return err
 				}
-				sl.subs = append(sl.subs, sb)
+				sl.subs = p.addSub(sl.subs, sb)
 			}
 		default:
-			return invalid(field, errors.New("exactly one of exactly and firstAvailable must be set"))
+			return invalid(fmt.Sprintf("spec.devices.requests[%d]", ri), errors.New("exactly one of exactly and firstAvailable must be set"))
 		}
 		least := 1
 		for i, sb := range sl.subs {
+			p.hasAll = p.hasAll || sb.all
 			if !sb.all && (i == 0 || sb.count < least) {
 				least = sb.count
 			}
@@ -150,77 +178,154 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 	}
 	for i, c := range cons {
 		field := fmt.Sprintf("%s[%d].expression", annotationField, i)
-		prog, err := s.e.constraints.compile(c.Expression)
-		if err != nil {
-			return invalid(field, err)
-		}
-		cp := celPlan{claim: ci, prog: prog, expr: c.Expression, field: field, lastSlot: -1}
+		cp := celPlan{claim: ci, expr: c.Expression, exprID: s.exprID(c.Expression), field: field, lastSlot: -1}
 		idx := len(p.cels)
+		// The most devices the expression can see: a program for that
+		// many may skip cost tracking (constraintCompiler.forSize).
+		most := 0
 		for si := range slotsOf {
 			sl := &slotsOf[si]
 			reqName := claim.Spec.Devices.Requests[sl.req].Name
+			slotMost := 0
 			for bi := range sl.subs {
-				if applies(c.Requests, reqName, sl.subs[bi].name) {
-					sl.subs[bi].cels = append(sl.subs[bi].cels, idx)
+				sb := &sl.subs[bi]
+				if applies(c.Requests, reqName, sb.name) {
+					sb.cels = append(sb.cels, idx)
 					cp.lastSlot = first + si
+					n := sb.count
+					if sb.all {
+						n = resourceapi.AllocationResultsMaxSize
+					}
+					slotMost = max(slotMost, n)
 				}
 			}
+			most += slotMost
 		}
+		prog, err := s.e.constraints.compile(c.Expression, min(most, resourceapi.AllocationResultsMaxSize))
+		if err != nil {
+			return invalid(field, err)
+		}
+		cp.prog = prog
 		p.cels = append(p.cels, cp)
 	}
 	return nil
 }
 
-func (s *Session) planSub(claim *resourceapi.ResourceClaim, name, field, className string, selectors []resourceapi.DeviceSelector,
-	mode resourceapi.DeviceAllocationMode, count int64, tolerations []resourceapi.DeviceToleration, capacity, derived bool) (sub, error) {
-	key := allocator.ClaimKey(claim)
-	invalid := func(f string, err error) error {
-		return &allocator.InvalidClaimError{Claim: key, Field: f, Err: err}
+// addSub appends sb to the alternatives of the slot being planned, which
+// are the last entries of p.subs.
+func (p *plan) addSub(subs []sub, sb sub) []sub {
+	p.subs = append(p.subs, sb)
+	return p.subs[len(p.subs)-len(subs)-1 : len(p.subs) : len(p.subs)]
+}
+
+// requestField is the path of request ri (subrequest si, or -1).
+func requestField(ri, si int) string {
+	if si < 0 {
+		return fmt.Sprintf("spec.devices.requests[%d].exactly", ri)
 	}
-	sb := sub{name: name, tolerations: tolerations}
+	return fmt.Sprintf("spec.devices.requests[%d].firstAvailable[%d]", ri, si)
+}
+
+// selectorField is the path of expression idx of sb.cs: the class's
+// selectors come first, then the request's.
+func (sb *sub) selectorField(idx int) string {
+	n := len(sb.class.Spec.Selectors)
+	if idx < n {
+		return fmt.Sprintf("deviceclasses/%s: spec.selectors[%d].cel.expression", sb.class.Name, idx)
+	}
+	return fmt.Sprintf("%s.selectors[%d].cel.expression", requestField(sb.ri, sb.si), idx-n)
+}
+
+// classInfo is what planning needs of a DeviceClass, computed once per
+// session: its selector expressions (or why they cannot be used) and the
+// candidates of a request that adds no selectors of its own.
+type classInfo struct {
+	exprs []string
+	err   error
+	// bad is the index of the selector err is about.
+	bad int
+	cs  *candSet
+}
+
+func (s *Session) classInfo(class *resourceapi.DeviceClass) *classInfo {
+	if ci, ok := s.classInfos[class]; ok {
+		return ci
+	}
+	ci := &classInfo{}
+	for i, sel := range class.Spec.Selectors {
+		if err := s.selectorError(sel); err != nil {
+			ci.err, ci.bad = err, i
+			break
+		}
+		ci.exprs = append(ci.exprs, sel.CEL.Expression)
+	}
+	if ci.err == nil {
+		ci.cs = s.candSetFor(ci.exprs)
+	}
+	s.classInfos[class] = ci
+	return ci
+}
+
+// selectorError says why a selector cannot be used; compile results are
+// kept per session.
+func (s *Session) selectorError(sel resourceapi.DeviceSelector) error {
+	if sel.CEL == nil {
+		return errors.New("unsupported selector (no CEL expression)")
+	}
+	err, ok := s.compiled[sel.CEL.Expression]
+	if !ok {
+		if c := s.e.selectors.GetOrCompile(sel.CEL.Expression); c.Error != nil {
+			err = c.Error
+		}
+		s.compiled[sel.CEL.Expression] = err
+	}
+	return err
+}
+
+// planSub resolves request ri (subrequest si, or -1 for exactly).
+func (s *Session) planSub(claim *resourceapi.ResourceClaim, ri, si int, name, className string, selectors []resourceapi.DeviceSelector,
+	mode resourceapi.DeviceAllocationMode, count int64, tolerations []resourceapi.DeviceToleration, capacity, derived bool) (sub, error) {
+	invalid := func(f string, err error) error {
+		return &allocator.InvalidClaimError{Claim: allocator.ClaimKey(claim), Field: f, Err: err}
+	}
+	sb := sub{name: name, tolerations: tolerations, ri: ri, si: si}
 	switch {
 	case capacity:
-		return sb, fmt.Errorf("claim %s, request %s: capacity requests (consumable capacity): %w", key, name, allocator.ErrNotSupported)
+		return sb, fmt.Errorf("claim %s, request %s: capacity requests (consumable capacity): %w", allocator.ClaimKey(claim), name, allocator.ErrNotSupported)
 	case derived:
-		return sb, fmt.Errorf("claim %s, request %s: derived attributes: %w", key, name, allocator.ErrNotSupported)
+		return sb, fmt.Errorf("claim %s, request %s: derived attributes: %w", allocator.ClaimKey(claim), name, allocator.ErrNotSupported)
 	}
 	switch mode {
 	case "", resourceapi.DeviceAllocationModeExactCount:
 		sb.count = int(max(count, 1))
 		if count < 0 || count > resourceapi.AllocationResultsMaxSize {
-			return sb, invalid(field+".count", fmt.Errorf("%d is not between 1 and %d", count, resourceapi.AllocationResultsMaxSize))
+			return sb, invalid(requestField(ri, si)+".count", fmt.Errorf("%d is not between 1 and %d", count, resourceapi.AllocationResultsMaxSize))
 		}
 	case resourceapi.DeviceAllocationModeAll:
 		sb.all = true
 	default:
-		return sb, invalid(field+".allocationMode", fmt.Errorf("unknown allocation mode %q", mode))
+		return sb, invalid(requestField(ri, si)+".allocationMode", fmt.Errorf("unknown allocation mode %q", mode))
 	}
 	if className == "" {
-		return sb, invalid(field+".deviceClassName", errors.New("must be set"))
+		return sb, invalid(requestField(ri, si)+".deviceClassName", errors.New("must be set"))
 	}
 	class, ok := s.classes[className]
 	if !ok {
-		return sb, fmt.Errorf("claim %s, request %s: device class %q does not exist: %w", key, name, className, allocator.ErrUnsatisfiable)
+		return sb, fmt.Errorf("claim %s, request %s: device class %q does not exist: %w", allocator.ClaimKey(claim), name, className, allocator.ErrUnsatisfiable)
 	}
 	sb.class = class
-	var exprs []string
-	for i, sel := range class.Spec.Selectors {
-		f := fmt.Sprintf("deviceclasses/%s: spec.selectors[%d].cel.expression", class.Name, i)
-		if sel.CEL == nil {
-			return sb, invalid(f, errors.New("unsupported selector (no CEL expression)"))
-		}
-		if c := s.e.selectors.GetOrCompile(sel.CEL.Expression); c.Error != nil {
-			return sb, invalid(f, c.Error)
-		}
-		exprs = append(exprs, sel.CEL.Expression)
+	ci := s.classInfo(class)
+	if ci.err != nil {
+		return sb, invalid(sb.selectorField(ci.bad), ci.err)
 	}
+	if len(selectors) == 0 {
+		sb.cs = ci.cs
+		return sb, nil
+	}
+	exprs := slices.Clip(ci.exprs)
 	for i, sel := range selectors {
-		f := fmt.Sprintf("%s.selectors[%d].cel.expression", field, i)
-		if sel.CEL == nil {
-			return sb, invalid(f, errors.New("unsupported selector (no CEL expression)"))
-		}
-		if c := s.e.selectors.GetOrCompile(sel.CEL.Expression); c.Error != nil {
-			return sb, invalid(f, c.Error)
+		if err := s.selectorError(sel); err != nil {
+			return sb, invalid(sb.selectorField(len(ci.exprs)+i), err)
 		}
 		exprs = append(exprs, sel.CEL.Expression)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/drastack/drastack/internal/allocator"
@@ -133,9 +134,11 @@ func TestSeveralClaims(t *testing.T) {
 // TestCentralSkipsEquivalentNodes: nodes without local devices that reach
 // the same shared devices are searched once.
 func TestCentralSkipsEquivalentNodes(t *testing.T) {
-	shared := poolSlice("shared", "shared", 1, dev("d0"))
+	// Two devices, but not two distinct roots: the search on the first node
+	// fails, and the other nodes reach the same devices.
+	shared := poolSlice("shared", "shared", 1, dev("d0", "root", "x"), dev("d1", "root", "x"))
 	s := newTestSession(t, allocator.Inputs{Slices: []*resourceapi.ResourceSlice{shared}, Nodes: hosts("a", "b", "c", "d")})
-	_, _, err := allocateOne(t, s, claim("c", req("r", 2)), allocator.Options{})
+	_, _, err := allocateOne(t, s, withConstraints(claim("c", req("r", 2)), distinct(drv+"/root")), allocator.Options{})
 	checkError(t, err, allocator.ErrUnsatisfiable, "", "searched 1 of 4 nodes")
 }
 
@@ -145,5 +148,66 @@ func TestContextCancelled(t *testing.T) {
 	cancel()
 	if _, err := s.Allocate(ctx, []*resourceapi.ResourceClaim{claim("c", req("r", 1))}, allocator.Options{}); err == nil {
 		t.Error("Allocate with a cancelled context succeeded")
+	}
+}
+
+// TestUnknownNodeIsNotACentralCandidate: allocating for a node that is not
+// among the inputs must not make it a candidate for later central
+// allocations (found by FuzzNative: an All request then got only the
+// devices the unknown node reaches).
+func TestUnknownNodeIsNotACentralCandidate(t *testing.T) {
+	shared := poolSlice("fabric", "fabric", 1, dev("s"))
+	s := newTestSession(t, allocator.Inputs{
+		Slices: []*resourceapi.ResourceSlice{nodeSlice("n0", dev("a")), shared},
+		Nodes:  []*corev1.Node{node("n0", nil)},
+	})
+	if _, _, err := allocateOne(t, s, claim("probe", req("r", 1)), allocator.Options{Node: "ghost"}); err != nil {
+		t.Fatalf("allocation for an unknown node: %v", err)
+	}
+	got, res, err := allocateOne(t, s, claim("c", allMode(req("r", 0))), allocator.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"r=fabric/s", "r=n0/a"}; !slices.Equal(got, want) || res.Node != "n0" {
+		t.Errorf("central All: %v on %q, want %v on n0", got, res.Node, want)
+	}
+}
+
+// TestCentralSkipsLookalikeNodes: once a search fails on a node, nodes
+// whose candidates look the same (same contents in the same order) are not
+// searched again; nodes whose candidates differ, or carry counters or
+// taints (not part of what a device looks like), are.
+func TestCentralSkipsLookalikeNodes(t *testing.T) {
+	// Two devices with the same root cannot satisfy distinct roots.
+	same := func(n string) *resourceapi.ResourceSlice {
+		return nodeSlice(n, dev("a", "root", "x"), dev("b", "root", "x"))
+	}
+	tainted := func(n string) *resourceapi.ResourceSlice {
+		return nodeSlice(n, tainted(dev("a", "root", "x"), "k", resourceapi.DeviceTaintEffectNone), dev("b", "root", "x"))
+	}
+	c := withConstraints(claim("c", req("r", 2)), distinct(drv+"/root"))
+	tests := []struct {
+		name   string
+		slices []*resourceapi.ResourceSlice
+		// wantMsg is in the unsatisfiable error; wantNode is where the
+		// claim is allocated when wantMsg is empty.
+		wantMsg, wantNode string
+	}{
+		{name: "lookalikes are searched once", slices: []*resourceapi.ResourceSlice{same("n0"), same("n1"), same("n2")}, wantMsg: "searched 1 of 3 nodes"},
+		{name: "a different node is searched", slices: []*resourceapi.ResourceSlice{same("n0"), nodeSlice("n1", dev("a", "root", "x"), dev("b", "root", "y")), same("n2")}, wantNode: "n1"},
+		{name: "tainted devices are always searched", slices: []*resourceapi.ResourceSlice{tainted("n0"), tainted("n1"), tainted("n2")}, wantMsg: "searched 3 of 3 nodes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestSession(t, allocator.Inputs{Slices: tc.slices, Nodes: hosts("n0", "n1", "n2")})
+			_, res, err := allocateOne(t, s, c, allocator.Options{})
+			if tc.wantMsg == "" {
+				if err != nil || res.Node != tc.wantNode {
+					t.Fatalf("got %v on %q, want an allocation on %s", err, res.Node, tc.wantNode)
+				}
+				return
+			}
+			checkError(t, err, allocator.ErrUnsatisfiable, "", tc.wantMsg)
+		})
 	}
 }

@@ -62,6 +62,9 @@ func (s *Session) results(p *plan, x *search, node int) []allocator.Result {
 // configs collects the class and claim configuration for claim ci.
 func (s *Session) configs(p *plan, x *search, ci int) []resourceapi.DeviceAllocationConfiguration {
 	claim := p.claims[ci]
+	if len(claim.Spec.Devices.Config) == 0 && !p.classConfig(x, ci) {
+		return nil
+	}
 	var out []resourceapi.DeviceAllocationConfiguration
 	chosenNames := map[int]string{} // request index -> "req" or "req/sub"
 	type span struct{ start, end int }
@@ -123,6 +126,16 @@ func (s *Session) configs(p *plan, x *search, ci int) []resourceapi.DeviceAlloca
 		}
 	}
 	return out
+}
+
+// classConfig reports whether a class chosen for claim ci has config.
+func (p *plan) classConfig(x *search, ci int) bool {
+	for i := range p.slots {
+		if p.slots[i].claim == ci && len(p.slots[i].subs[x.subChoice[i]].class.Spec.Config) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeSelector is where the allocated devices are available: the node

@@ -3,6 +3,7 @@ package native
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/google/cel-go/common/types/ref"
@@ -30,13 +31,19 @@ type search struct {
 	subChoice []int
 	cands     [][][]int32 // per slot and sub; nil until computed for this node
 	chosen    []choice
-	// tent counts how often each device is tentatively chosen in this search.
-	tent     map[int32]int
+	// tent counts how often each device is tentatively chosen in this
+	// search (the session's scratch array; all zero between searches).
+	tent     []int32
 	matchSet []bool
 	matchVal []string
 	used     []map[string]int // distinctAttribute: values taken
 	celFalse bool
 	reason   string
+	// strict is set while the strict search runs (strict.go).
+	strict *strictState
+	// celArgs and celKey are scratch space for evalCEL.
+	celArgs []ref.Val
+	celKey  []byte
 }
 
 type choice struct {
@@ -55,20 +62,30 @@ func (x *search) reset(node int) {
 		x.undo()
 	}
 	x.node = node
-	x.subChoice = make([]int, len(x.p.slots))
-	x.cands = make([][][]int32, len(x.p.slots))
-	for i := range x.p.slots {
-		x.cands[i] = make([][]int32, len(x.p.slots[i].subs))
+	if x.subChoice == nil {
+		// The buffers are sized by the plan, which does not change.
+		x.subChoice = make([]int, len(x.p.slots))
+		x.cands = make([][][]int32, len(x.p.slots))
+		for i := range x.p.slots {
+			x.cands[i] = make([][]int32, len(x.p.slots[i].subs))
+		}
+		x.matchSet = make([]bool, len(x.p.match))
+		x.matchVal = make([]string, len(x.p.match))
+		x.used = make([]map[string]int, len(x.p.distinct))
+		for i := range x.used {
+			x.used[i] = map[string]int{}
+		}
 	}
-	x.tent = map[int32]int{}
-	x.matchSet = make([]bool, len(x.p.match))
-	x.matchVal = make([]string, len(x.p.match))
-	x.used = make([]map[string]int, len(x.p.distinct))
+	clear(x.subChoice)
+	clear(x.matchSet)
 	for i := range x.used {
-		x.used[i] = map[string]int{}
+		// Empty after the undo above, but values may linger at zero.
+		clear(x.used[i])
 	}
+	x.tent = x.s.tent
 	x.celFalse = false
 	x.reason = ""
+	x.strict = nil
 }
 
 func (x *search) failf(format string, args ...any) {
@@ -80,6 +97,16 @@ func (x *search) failf(format string, args ...any) {
 // run searches on node; on success x.chosen holds the allocation.
 func (x *search) run(node int) (bool, error) {
 	x.reset(node)
+	if x.p.hasAll && x.s.allBlocked(node) {
+		x.failf("a request asks for all devices, but a pool visible from the node is incomplete or invalid")
+		return false, nil
+	}
+	if err := x.load(); err != nil {
+		return false, err
+	}
+	if x.p.strict {
+		return x.runStrict()
+	}
 	ok, err := x.feasible()
 	if !ok || err != nil {
 		return false, err
@@ -95,20 +122,40 @@ func (x *search) run(node int) (bool, error) {
 	return ok, err
 }
 
-func (x *search) candidates(i, b int) ([]int32, error) {
-	if c := x.cands[i][b]; c != nil {
-		return c, nil
+// load fetches the candidates of every alternative on x.node, dropping
+// devices that can no longer be used. It runs before anything is
+// tentatively allocated (see Session.prune). Requests for All devices and
+// admin access see every matching device, others only the live ones.
+func (x *search) load() error {
+	for i := range x.p.slots {
+		for b := range x.p.slots[i].subs {
+			sb := &x.p.slots[i].subs[b]
+			nc, err := x.s.nodeCands(x.ctx, sb.cs, x.node)
+			if err != nil {
+				return x.p.candidateError(i, b, err)
+			}
+			x.s.prune(nc)
+			if sb.all || sb.admin {
+				x.cands[i][b] = nc.all
+			} else {
+				x.cands[i][b] = nc.live
+			}
+		}
 	}
-	c, err := x.s.candidatesOn(x.ctx, x.p.slots[i].subs[b].cs, x.node)
-	if err != nil {
-		sl := x.p.slots[i]
-		return nil, fmt.Errorf("claim %s, request %s: %w", allocator.ClaimKey(x.p.claims[sl.claim]), sl.subs[b].name, err)
+	return nil
+}
+
+// candidateError reports a failure to select candidates for slot i,
+// alternative b: a selector that fails at runtime makes the claim invalid.
+func (p *plan) candidateError(i, b int, err error) error {
+	sl := &p.slots[i]
+	sb := &sl.subs[b]
+	key := allocator.ClaimKey(p.claims[sl.claim])
+	var se *selectorError
+	if errors.As(err, &se) {
+		return &allocator.InvalidClaimError{Claim: key, Field: sb.selectorField(se.idx), Err: se.err}
 	}
-	if c == nil {
-		c = []int32{}
-	}
-	x.cands[i][b] = c
-	return c, nil
+	return fmt.Errorf("claim %s, request %s: %w", key, sb.name, err)
 }
 
 // feasible checks cardinality before any search: every request needs some
@@ -118,10 +165,7 @@ func (x *search) feasible() (bool, error) {
 		sl := &x.p.slots[i]
 		ok := false
 		for b := range sl.subs {
-			c, err := x.candidates(i, b)
-			if err != nil {
-				return false, err
-			}
+			c := x.cands[i][b]
 			sb := &sl.subs[b]
 			if sb.all {
 				ok = ok || len(c) > 0
@@ -173,11 +217,7 @@ func (x *search) slot(i int) (bool, error) {
 	}
 	for b := range x.p.slots[i].subs {
 		x.subChoice[i] = b
-		c, err := x.candidates(i, b)
-		if err != nil {
-			return false, err
-		}
-		ok, err := x.enterSub(i, b, c)
+		ok, err := x.enterSub(i, b, x.cands[i][b])
 		if ok || err != nil {
 			return ok, err
 		}
@@ -253,10 +293,6 @@ func (x *search) pickAll(i, b int, c []int32) (bool, error) {
 	if len(c) == 0 {
 		return false, nil
 	}
-	if x.s.badPoolReachable(x.node) {
-		x.failf("request %s asks for all devices, but a pool on the node is incomplete or invalid", sb.name)
-		return false, nil
-	}
 	if x.claimDevices(x.p.slots[i].claim)+len(c) > maxResults {
 		x.failf("request %s: all %d devices do not fit into one allocation result", sb.name, len(c))
 		return false, nil
@@ -302,23 +338,25 @@ func (x *search) finishSlot(i int) (bool, error) {
 
 func (x *search) evalCEL(ci int) (bool, error) {
 	cp := &x.p.cels[ci]
-	vals := make([]ref.Val, 0, 8)
-	key := make([]byte, 0, len(cp.expr)+40)
-	key = append(key, cp.expr...)
+	vals := x.celArgs[:0]
+	key := binary.LittleEndian.AppendUint32(x.celKey[:0], cp.exprID)
 	for _, ch := range x.chosen {
 		sl := &x.p.slots[ch.slot]
 		if sl.claim != cp.claim || !containsInt(sl.subs[ch.sub].cels, ci) {
 			continue
 		}
-		v, err := x.s.celValue(ch.dev)
+		v, content, err := x.s.celValue(ch.dev)
 		if err != nil {
 			return false, err
 		}
 		vals = append(vals, v)
-		key = binary.LittleEndian.AppendUint32(append(key, 0), uint32(ch.dev))
+		key = binary.LittleEndian.AppendUint32(key, uint32(content))
 	}
-	// The same devices in the same order give the same answer: claims that
-	// search the same devices again (a full node, a retry) skip CEL.
+	x.celArgs, x.celKey = vals, key
+	// The expression sees the driver, attributes and capacity of each
+	// device, in order, and nothing else: devices that look the same give
+	// the same answer. Claims that search the same devices again (a full
+	// node, a retry) and nodes with the same kind of devices skip CEL.
 	ok, known := x.s.celMemo[string(key)]
 	if !known {
 		var err error

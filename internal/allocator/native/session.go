@@ -25,6 +25,11 @@ type device struct {
 	dev   *resourceapi.Device
 	// node is set for node-local devices (slice or per-device nodeName).
 	node string
+	// nodeIdx is the index of node in Session.nodes, -1 when the device is
+	// not node-local or its node is not (yet) known.
+	nodeIdx int32
+	// pool indexes Session.pools.
+	pool int32
 	// sel indexes Session.nodeSels for devices reachable through a node
 	// selector, -1 otherwise.
 	sel      int32
@@ -32,18 +37,38 @@ type device struct {
 	// hardTaints: the device has a NoSchedule or NoExecute taint.
 	hardTaints bool
 	consumes   []consumption
+	// usesCounters: the device lists counter consumptions (possibly of
+	// nothing), which makes kube-scheduler check its pool's balances.
+	usesCounters bool
 	// footprint is the share of its counter sets the device uses; smaller
 	// devices are tried first (KEP-4815: fill partitions smallest first).
 	footprint float64
 	// cacheKey identifies the device version across sessions; empty when the
 	// slice has no UID or resourceVersion (objects read from files).
 	cacheKey string
+	// convertible: every attribute converts to a CEL value, so selector
+	// results may be shared with look-alike devices (selectorkey.go).
+	convertible bool
 }
 
 // consumption is an amount of one counter (index into Session.remaining).
 type consumption struct {
 	counter int32
 	amount  int64
+}
+
+// poolState is what the search needs to know about an allocatable pool.
+type poolState struct {
+	// overdrawn counts the pool's counters that the recorded claims consume
+	// beyond their capacity (a Degraded pool, for example after the driver
+	// shrank a counter). kube-scheduler then refuses every device of the
+	// pool that consumes counters, not only those consuming the overdrawn
+	// counter, because it checks all counters of the pool after each device;
+	// the native engine does the same so that both answer alike.
+	overdrawn int32
+	// bindingConditions is set when a device of the pool has binding
+	// conditions; kube-scheduler tries such pools after all others.
+	bindingConditions bool
 }
 
 // badPool is a pool the allocator must not use; "All" requests fail when one
@@ -59,28 +84,57 @@ type Session struct {
 	devs  []device
 	byID  map[deviceID]int32
 	nodes []*corev1.Node
+	// candidates is the number of nodes a central allocation chooses
+	// from: the first ones in nodes. Nodes added later, for an allocation
+	// on a node that is not among the inputs, are never chosen centrally.
+	candidates int
 	// nodeIdx maps node names to indexes into nodes.
 	nodeIdx map[string]int
-	// localByNode lists node-local devices per node in snapshot order.
-	localByNode map[string][]int32
-	// freeLocal counts node-local devices per node that are not in use.
-	freeLocal map[string]int
-	nodeSels  []*nodeSel
-	badPools  []badPool
+	// local lists node-local devices per node index in snapshot order.
+	local [][]int32
+	// localByName lists node-local devices per node name, including nodes
+	// that are not (yet) in nodes.
+	localByName map[string][]int32
+	// sharedDevs lists the devices that are not node-local.
+	sharedDevs []int32
+	// reachIDs interns sets of shared devices (see nodeCands.reach).
+	reachIDs map[string]int32
+	nodeSels []*nodeSel
+	badPools []badPool
+	pools    []poolState
+	// blocked caches, per node, whether an incomplete or invalid pool is
+	// visible from it (0 unknown, 1 yes, 2 no); see allBlocked.
+	blocked []int8
 
 	// remaining is the balance of every counter of every pool.
 	remaining []int64
 	inUse     []bool
-	recorded  map[string]bool
+	// tent is the search's count of tentative choices per device.
+	tent     []int32
+	recorded map[string]bool
 
 	// exprResults caches selector results per expression and device:
 	// 0 unknown, 1 true, 2 false.
 	exprResults map[string][]int8
-	cands       map[string]*candSet
-	// attrCache holds attribute values per attribute name and device.
-	attrCache map[string][][]string
-	// celVals holds the CEL constraint view per device, built on demand.
-	celVals []ref.Val
+	// sharedResults caches selector results per expression and what the
+	// expression sees of a device (selectorkey.go).
+	sharedResults map[string]map[string]bool
+	keyBuf        []byte
+	cands         map[string]*candSet
+	// classInfos and compiled cache planning work per class and selector.
+	classInfos map[*resourceapi.DeviceClass]*classInfo
+	compiled   map[string]error
+	// attrCache holds attribute values per attribute name and device;
+	// stringKeys and intKeys share the lists of scalar values.
+	attrCache  map[string][][]string
+	stringKeys map[string][]string
+	intKeys    map[int64][]string
+	// celVals holds the CEL constraint view per device, built on demand,
+	// and content the identity of its contents (see contentID).
+	celVals    []ref.Val
+	content    []int32
+	contentIDs map[string]int32
+	exprIDs    map[string]uint32
 	// celMemo remembers CEL constraint results per expression and ordered
 	// device list.
 	celMemo map[string]bool
@@ -91,26 +145,28 @@ var _ allocator.Session = &Session{}
 
 func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, error) {
 	s := &Session{
-		e:           e,
-		byID:        map[deviceID]int32{},
-		nodeIdx:     map[string]int{},
-		localByNode: map[string][]int32{},
-		freeLocal:   map[string]int{},
-		recorded:    map[string]bool{},
-		exprResults: map[string][]int8{},
-		cands:       map[string]*candSet{},
-		attrCache:   map[string][][]string{},
-		celMemo:     map[string]bool{},
-		classes:     map[string]*resourceapi.DeviceClass{},
+		e:             e,
+		byID:          map[deviceID]int32{},
+		nodeIdx:       map[string]int{},
+		localByName:   map[string][]int32{},
+		reachIDs:      map[string]int32{},
+		recorded:      map[string]bool{},
+		exprResults:   map[string][]int8{},
+		sharedResults: map[string]map[string]bool{},
+		cands:         map[string]*candSet{},
+		classInfos:    map[*resourceapi.DeviceClass]*classInfo{},
+		compiled:      map[string]error{},
+		attrCache:     map[string][][]string{},
+		stringKeys:    map[string][]string{},
+		intKeys:       map[int64][]string{},
+		celMemo:       map[string]bool{},
+		contentIDs:    map[string]int32{},
+		exprIDs:       map[string]uint32{},
+		classes:       map[string]*resourceapi.DeviceClass{},
 	}
 	for _, c := range in.Classes {
 		if c != nil {
 			s.classes[c.Name] = c
-		}
-	}
-	for _, n := range in.Nodes {
-		if n != nil {
-			s.addNode(n)
 		}
 	}
 	selIdx := map[*corev1.NodeSelector]int32{}
@@ -120,6 +176,12 @@ func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, 
 			continue
 		}
 		s.addPool(p, selIdx)
+	}
+	// Nodes come after the devices so that each gets its local devices.
+	for _, n := range in.Nodes {
+		if n != nil {
+			s.addNode(n)
+		}
 	}
 	if len(in.Nodes) == 0 {
 		// Without Node objects (for example slices read from files) the
@@ -132,7 +194,9 @@ func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, 
 			}
 		}
 	}
+	s.candidates = len(s.nodes)
 	s.inUse = make([]bool, len(s.devs))
+	s.tent = make([]int32, len(s.devs))
 	for _, c := range in.Allocated {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("build session: %w", err)
@@ -148,13 +212,21 @@ func (s *Session) addNode(n *corev1.Node) int {
 	if i, ok := s.nodeIdx[n.Name]; ok {
 		return i
 	}
+	ni := len(s.nodes)
 	s.nodes = append(s.nodes, n)
-	s.nodeIdx[n.Name] = len(s.nodes) - 1
-	return len(s.nodes) - 1
+	s.nodeIdx[n.Name] = ni
+	local := s.localByName[n.Name]
+	s.local = append(s.local, local)
+	for _, d := range local {
+		s.devs[d].nodeIdx = int32(ni)
+	}
+	return ni
 }
 
 func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32) {
 	// Counters of the pool get consecutive indexes in s.remaining.
+	pi := int32(len(s.pools))
+	s.pools = append(s.pools, poolState{})
 	counterIdx := map[[2]string]int32{}
 	capacity := map[int32]int64{}
 	for setName, set := range p.CounterSets {
@@ -169,9 +241,11 @@ func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32) {
 	for _, pd := range p.Devices {
 		d := device{
 			id:       deviceID{driver: p.Driver, pool: p.ID.Pool, device: pd.Device.Name},
+			pool:     pi,
 			slice:    pd.Slice,
 			dev:      pd.Device,
 			node:     pd.NodeName,
+			nodeIdx:  -1,
 			sel:      -1,
 			allNodes: pd.AllNodes,
 		}
@@ -184,11 +258,16 @@ func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32) {
 			}
 			d.sel = i
 		}
+		if pd.Device.BindingConditions != nil {
+			s.pools[pi].bindingConditions = true
+		}
 		for _, t := range pd.Device.Taints {
 			if t.Effect == resourceapi.DeviceTaintEffectNoSchedule || t.Effect == resourceapi.DeviceTaintEffectNoExecute {
 				d.hardTaints = true
 			}
 		}
+		d.usesCounters = len(pd.Device.ConsumesCounters) > 0
+		d.convertible = convertible(pd.Device)
 		for _, cc := range pd.Device.ConsumesCounters {
 			for name, c := range cc.Counters {
 				i := counterIdx[[2]string{cc.CounterSet, name}]
@@ -206,8 +285,9 @@ func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32) {
 		s.devs = append(s.devs, d)
 		s.byID[d.id] = idx
 		if d.node != "" {
-			s.localByNode[d.node] = append(s.localByNode[d.node], idx)
-			s.freeLocal[d.node]++
+			s.localByName[d.node] = append(s.localByName[d.node], idx)
+		} else {
+			s.sharedDevs = append(s.sharedDevs, idx)
 		}
 	}
 }
@@ -240,11 +320,12 @@ func (s *Session) Record(claim *resourceapi.ResourceClaim) error {
 		}
 		s.inUse[i] = true
 		d := &s.devs[i]
-		if d.node != "" {
-			s.freeLocal[d.node]--
-		}
 		for _, c := range d.consumes {
+			before := s.remaining[c.counter]
 			s.remaining[c.counter] -= c.amount
+			if before >= 0 && s.remaining[c.counter] < 0 {
+				s.pools[d.pool].overdrawn++
+			}
 		}
 	}
 	return nil

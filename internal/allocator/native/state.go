@@ -4,11 +4,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/cel-go/common/types/ref"
-
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
-	"k8s.io/utils/ptr"
 )
 
 const maxResults = resourceapi.AllocationResultsMaxSize
@@ -32,6 +29,9 @@ func (x *search) usable(i int, sb *sub, d int32) bool {
 	}
 	dev := &s.devs[d]
 	if dev.hardTaints && !tolerated(dev.dev.Taints, sb.tolerations) {
+		return false
+	}
+	if dev.usesCounters && s.pools[dev.pool].overdrawn > 0 {
 		return false
 	}
 	for _, c := range dev.consumes {
@@ -87,9 +87,7 @@ func (x *search) undo() {
 	for _, c := range s.devs[ch.dev].consumes {
 		s.remaining[c.counter] += c.amount
 	}
-	if x.tent[ch.dev]--; x.tent[ch.dev] == 0 {
-		delete(x.tent, ch.dev)
-	}
+	x.tent[ch.dev]--
 }
 
 // matchValues lists the values of constraint m that enough usable
@@ -101,22 +99,49 @@ func (x *search) matchValues(i int, sb *sub, c []int32, m int) []string {
 	if sb.all {
 		need = 1
 	}
-	counts := map[string]int{}
+	// Usually few distinct values: parallel slices beat a map, which is
+	// built only when there are many.
 	var order []string
+	var counts []int
+	var index map[string]int
 	for _, d := range c {
 		if !x.usable(i, sb, d) {
 			continue
 		}
 		for _, v := range x.s.attrValues(attr, d) {
-			if counts[v] == 0 {
-				order = append(order, v)
+			k := -1
+			if index != nil {
+				if j, ok := index[v]; ok {
+					k = j
+				}
+			} else {
+				for j, o := range order {
+					if o == v {
+						k = j
+						break
+					}
+				}
 			}
-			counts[v]++
+			if k >= 0 {
+				counts[k]++
+				continue
+			}
+			order = append(order, v)
+			counts = append(counts, 1)
+			switch {
+			case index != nil:
+				index[v] = len(order) - 1
+			case len(order) > 16:
+				index = make(map[string]int, 2*len(order))
+				for j, o := range order {
+					index[o] = j
+				}
+			}
 		}
 	}
 	out := order[:0]
-	for _, v := range order {
-		if counts[v] >= need && x.laterSlotsCanMatch(i, m, v) {
+	for k, v := range order {
+		if counts[k] >= need && x.laterSlotsCanMatch(i, m, v) {
 			out = append(out, v)
 		}
 	}
@@ -136,10 +161,7 @@ func (x *search) laterSlotsCanMatch(i, m int, v string) bool {
 				ok = true
 				break
 			}
-			c, err := x.candidates(j, b)
-			if err != nil {
-				return true // reported when the slot is reached
-			}
+			c := x.cands[j][b]
 			need, n := max(sb.count, 1), 0
 			for _, d := range c {
 				if x.usable(j, sb, d) && containsStr(x.s.attrValues(attr, d), v) {
@@ -184,7 +206,8 @@ func (x *search) enoughDistinct(i int, sb *sub, c []int32) bool {
 }
 
 // attrValues returns the values of an attribute of device d as typed keys
-// (a scalar is a one-element list); empty when the device lacks it.
+// (a scalar is a one-element list); empty when the device lacks it. The
+// result is shared: callers must not modify it.
 func (s *Session) attrValues(attr string, d int32) []string {
 	per := s.attrCache[attr]
 	if per == nil {
@@ -194,23 +217,47 @@ func (s *Session) attrValues(attr string, d int32) []string {
 	if v := per[d]; v != nil {
 		return v
 	}
-	v := attrKeys(lookupAttr(&s.devs[d], attr))
+	a, ok := lookupAttr(&s.devs[d], attr)
+	var v []string
+	switch {
+	case !ok:
+		v = noValues
+	case !hasList(&a) && a.StringValue != nil:
+		// Scalars repeat across devices: share one key list per value.
+		if v = s.stringKeys[*a.StringValue]; v == nil {
+			v = []string{"s:" + *a.StringValue}
+			s.stringKeys[*a.StringValue] = v
+		}
+	case !hasList(&a) && a.IntValue != nil:
+		if v = s.intKeys[*a.IntValue]; v == nil {
+			v = []string{"i:" + strconv.FormatInt(*a.IntValue, 10)}
+			s.intKeys[*a.IntValue] = v
+		}
+	default:
+		v = attrKeys(&a)
+	}
 	per[d] = v
 	return v
 }
 
-func lookupAttr(dev *device, attr string) *resourceapi.DeviceAttribute {
+// noValues is the (shared, never modified) value list of a device without
+// the attribute.
+var noValues = []string{}
+
+func hasList(a *resourceapi.DeviceAttribute) bool {
+	return len(a.IntValues) > 0 || len(a.BoolValues) > 0 || len(a.StringValues) > 0 || len(a.VersionValues) > 0
+}
+
+func lookupAttr(dev *device, attr string) (resourceapi.DeviceAttribute, bool) {
 	if a, ok := dev.dev.Attributes[resourceapi.QualifiedName(attr)]; ok {
-		return &a
+		return a, true
 	}
 	i := strings.Index(attr, "/")
 	if i < 0 || attr[:i] != dev.id.driver {
-		return nil
+		return resourceapi.DeviceAttribute{}, false
 	}
-	if a, ok := dev.dev.Attributes[resourceapi.QualifiedName(attr[i+1:])]; ok {
-		return &a
-	}
-	return nil
+	a, ok := dev.dev.Attributes[resourceapi.QualifiedName(attr[i+1:])]
+	return a, ok
 }
 
 func attrKeys(a *resourceapi.DeviceAttribute) []string {
@@ -284,54 +331,4 @@ func tolerated(taints []resourceapi.DeviceTaint, tolerations []resourceapi.Devic
 		}
 	}
 	return true
-}
-
-// celValue is the CEL constraint view of device d, built once per session.
-func (s *Session) celValue(d int32) (ref.Val, error) {
-	if s.celVals == nil {
-		s.celVals = make([]ref.Val, len(s.devs))
-	}
-	if v := s.celVals[d]; v != nil {
-		return v, nil
-	}
-	v, err := s.e.constraints.deviceValue(s.devs[d].id.driver, s.devs[d].dev)
-	if err != nil {
-		return nil, err
-	}
-	s.celVals[d] = v
-	return v, nil
-}
-
-// badPoolReachable reports whether an incomplete or invalid pool has a
-// slice reachable from node; "All" requests must not ignore such pools.
-func (s *Session) badPoolReachable(node int) bool {
-	var name string
-	if node >= 0 {
-		name = s.nodes[node].Name
-	}
-	for _, bp := range s.badPools {
-		for _, sl := range bp.slices {
-			switch {
-			case ptr.Deref(sl.Spec.NodeName, "") != "":
-				if *sl.Spec.NodeName == name {
-					return true
-				}
-			case ptr.Deref(sl.Spec.AllNodes, false):
-				return true
-			case sl.Spec.NodeSelector != nil:
-				if node >= 0 && newNodeSel(sl.Spec.NodeSelector).match(0, s.nodes[node]) {
-					return true
-				}
-			case ptr.Deref(sl.Spec.PerDeviceNodeSelection, false):
-				for di := range sl.Spec.Devices {
-					dv := &sl.Spec.Devices[di]
-					if ptr.Deref(dv.NodeName, "") == name && name != "" || ptr.Deref(dv.AllNodes, false) ||
-						dv.NodeSelector != nil && node >= 0 && newNodeSel(dv.NodeSelector).match(0, s.nodes[node]) {
-						return true
-					}
-				}
-			}
-		}
-	}
-	return false
 }

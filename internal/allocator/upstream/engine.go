@@ -71,10 +71,16 @@ func New() allocator.Engine { return NewWithFeatures(DefaultFeatures) }
 func NewWithFeatures(features structured.Features) *Engine {
 	return &Engine{
 		features: features,
-		celCache: cel.NewCache(celCacheSize, cel.Features{
-			EnableConsumableCapacity: features.ConsumableCapacity,
-			EnableListTypeAttributes: features.ListTypeAttributes,
-		}),
+		celCache: cel.NewCache(celCacheSize, SelectorFeatures(features)),
+	}
+}
+
+// SelectorFeatures are the CEL features kube-scheduler compiles selectors
+// with under the given allocator features.
+func SelectorFeatures(features structured.Features) cel.Features {
+	return cel.Features{
+		EnableConsumableCapacity: features.ConsumableCapacity,
+		EnableListTypeAttributes: features.ListTypeAttributes,
 	}
 }
 

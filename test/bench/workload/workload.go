@@ -121,6 +121,20 @@ func (b *builder) claim(name string, annotations map[string]string, reqs []resou
 	return c
 }
 
+// held adds an allocated claim that holds the named devices (of class and
+// driver) of a node-local pool: the cluster before the benchmark starts.
+func (b *builder) held(node, class, driver, pool string, devices ...string) {
+	c := &resourceapi.ResourceClaim{ObjectMeta: b.meta("held-" + node)}
+	c.Namespace = "bench"
+	c.Spec.Devices.Requests = []resourceapi.DeviceRequest{request("held", class, int64(len(devices)))}
+	alloc := &resourceapi.AllocationResult{NodeSelector: nodeNameSelector(node)}
+	for _, d := range devices {
+		alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{Request: "held", Driver: driver, Pool: pool, Device: d})
+	}
+	c.Status.Allocation = alloc
+	b.w.Inputs.Allocated = append(b.w.Inputs.Allocated, c)
+}
+
 func celSelector(expr string) resourceapi.DeviceSelector {
 	return resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}
 }

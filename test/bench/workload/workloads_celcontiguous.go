@@ -29,11 +29,21 @@ const (
 
 // CELContiguous is cel-contiguous (native only): 10 nodes with a line of 32
 // devices and 10 nodes with a 4x4 grid of 16, and claims for 4 contiguous
-// devices and for a 2x2 grid as CEL constraints. There are more claims than
-// fit (100 line claims for 80 places, 50 grid claims for 40), so the last
-// ones must be proven unsatisfiable.
+// devices and for a 2x2 grid as CEL constraints.
+//
+// The last two nodes of each kind are the hard case: on the line nodes
+// every fourth device is already in use (24 free devices, never 4 in a row:
+// proving it means evaluating all C(24,4) = 10,626 sets), on the grid nodes
+// the four cells (1,1), (1,3), (3,1), (3,3) are (12 free cells, every 2x2
+// block broken: C(12,4) = 495 sets). The other nodes take 8 line claims or 4
+// grid claims each, so 64 of the 100 line claims and 32 of the 50 grid
+// claims are allocated; the rest must be proven unsatisfiable, and the
+// first of them searches the hard nodes in full. The hard nodes come last
+// in node order, so a satisfiable claim never has to prove one of them
+// infeasible first (that would cost it one such proof, measured as the
+// time to prove a claim unsatisfiable).
 func CELContiguous() *Workload {
-	const lineNodes, gridNodes, lineClaims, gridClaims = 10, 10, 100, 50
+	const lineNodes, gridNodes, hard, lineClaims, gridClaims = 10, 10, 2, 100, 50
 	b := newBuilder("cel-contiguous")
 	b.w.NativeOnly = true
 	b.class("mla", mlaDriver)
@@ -48,6 +58,13 @@ func CELContiguous() *Workload {
 				})
 			}
 		})
+		if n >= lineNodes-hard {
+			var held []string
+			for i := 3; i < 32; i += 4 {
+				held = append(held, fmt.Sprintf("mla-%d", i))
+			}
+			b.held(node, "mla", mlaDriver, node, held...)
+		}
 	}
 	for n := 0; n < gridNodes; n++ {
 		node := fmt.Sprintf("grid-%02d", n)
@@ -63,6 +80,9 @@ func CELContiguous() *Workload {
 				}
 			}
 		})
+		if n >= gridNodes-hard {
+			b.held(node, "mla", mlaDriver, node, "mla-1-1", "mla-1-3", "mla-3-1", "mla-3-3")
+		}
 	}
 	line, grid := 0, 0
 	for line < lineClaims || grid < gridClaims {
