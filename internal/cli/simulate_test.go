@@ -86,14 +86,6 @@ func TestSimulateResults(t *testing.T) {
 		},
 		wantAllocated: map[string]int{"node-3": 1},
 	}, {
-		name:    "a selector failing at run time makes the claim unallocatable (native)",
-		engines: []string{"native"},
-		args:    []string{"-f", "testdata/runtime-error.yaml", "-f", "testdata/class.yaml"},
-		want: []want{
-			{claim: "default/wants-model", reason: "CEL runtime error: no such key: model"},
-		},
-		wantAllocated: map[string]int{"node-5": 0},
-	}, {
 		name:    "CEL constraint (KEP-5254) with the native engine",
 		engines: []string{"native"},
 		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/cel-constraint.yaml"},
@@ -283,6 +275,14 @@ func TestSimulateInvalidInput(t *testing.T) {
 		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-constraint.yaml"},
 		wantStderr: []string{"ResourceClaim default/bad-expression",
 			"metadata.annotations[resource.drastack.io/cel-constraints][0].expression"},
+	}, {
+		// kube-scheduler fails the claim on a selector's runtime error
+		// rather than skipping the device, and both engines follow it.
+		name:    "a selector failing at run time names the claim and the field",
+		engines: []string{"native", "upstream"},
+		args:    []string{"-f", "testdata/runtime-error.yaml", "-f", "testdata/class.yaml"},
+		wantStderr: []string{"testdata/runtime-error.yaml: document 2", "ResourceClaim default/wants-model",
+			"spec.devices", "CEL runtime error: no such key: model"},
 	}, {
 		name:       "malformed input stops before allocating",
 		engines:    []string{"native"},
