@@ -33,8 +33,8 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and RBAC from markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./internal/controller/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+manifests: controller-gen ## Generate CRDs, RBAC and the webhook configuration from markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/..." paths="./internal/controller/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code.
@@ -72,8 +72,15 @@ test-e2e: k8s ## End-to-end tests on the local control plane (kube-apiserver, sc
 	go test $(GO_TEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -count=1 ./test/e2e/... ./internal/cli/...
 
 .PHONY: bench
-bench: ## Benchmarks: engines side by side, pool validation at scale.
+bench: bench-engines bench-pools ## Benchmarks: engines side by side, pool validation at scale.
+
+.PHONY: bench-engines
+bench-engines: ## The engine harness: native and upstream on the same inputs, with ratios (BENCH_FLAGS=-quick for 20 s budgets).
 	go run ./test/bench $(BENCH_FLAGS)
+
+.PHONY: bench-pools
+bench-pools: ## Pool validation at 5,000 nodes x 2 drivers: full validation, one incremental update, memory.
+	go test ./internal/controller/pool/ -run '^$$' -bench 'FullValidation|IncrementalUpdate' -benchtime 5x
 
 ##@ Build
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when a generated file in the tree is stale:
-#   - CRDs and RBAC (controller-gen crd/rbac -> config/crd/bases, config/rbac/role.yaml)
+#   - CRDs, RBAC and webhooks (controller-gen crd/rbac/webhook -> config/crd/bases,
+#     config/rbac/role.yaml, config/webhook/manifests.yaml)
 #   - deepcopy code (controller-gen object -> api/**/zz_generated.deepcopy.go)
 #   - the OLM bundle (hack/bundlegen -> bundle/, bundle.Dockerfile)
 #
@@ -45,12 +46,16 @@ compare() {
 }
 
 # 1. CRDs and RBAC, written only to the temporary directory.
-"$CONTROLLER_GEN" rbac:roleName=manager-role crd \
+"$CONTROLLER_GEN" rbac:roleName=manager-role crd webhook \
   paths="./api/..." paths="./internal/controller/..." \
-  output:crd:artifacts:config="$tmp/crd" output:rbac:artifacts:config="$tmp/rbac"
+  output:crd:artifacts:config="$tmp/crd" output:rbac:artifacts:config="$tmp/rbac" \
+  output:webhook:artifacts:config="$tmp/webhook"
 compare "$tmp/crd" config/crd/bases
 for f in "$tmp"/rbac/*; do
   compare "$f" "config/rbac/$(basename "$f")"
+done
+for f in "$tmp"/webhook/*; do
+  compare "$f" "config/webhook/$(basename "$f")"
 done
 
 # 2. Deepcopy: the object generator writes next to the types, so run it on a
@@ -67,6 +72,7 @@ cp -R config "$tmp/config"
 rm -f "$tmp"/config/crd/bases/*.yaml
 cp "$tmp"/crd/*.yaml "$tmp/config/crd/bases/"
 cp "$tmp"/rbac/* "$tmp/config/rbac/"
+cp "$tmp"/webhook/* "$tmp/config/webhook/"
 if go run ./hack/bundlegen -match . -config "$tmp/config/manifests" -output "$tmp/out" >"$tmp/bundlegen.out" 2>&1; then
   compare "$tmp/out/bundle" bundle
   compare "$tmp/out/bundle.Dockerfile" bundle.Dockerfile

@@ -59,8 +59,9 @@ var bundleFileKinds = map[schema.GroupKind]bool{
 
 // Generate builds the bundle from the objects of `kustomize build
 // config/manifests`: exactly one base CSV, the CRDs, the manager
-// Deployment(s) with their RBAC, samples of the CRDs (which become
-// alm-examples) and other objects OLM can carry. Namespaces are dropped: OLM
+// Deployment(s) with their RBAC, admission webhook configurations (which
+// become the CSV's webhookdefinitions, see webhooks.go), samples of the
+// CRDs (which become alm-examples) and other objects OLM can carry. Namespaces are dropped: OLM
 // installs into the namespace of the OperatorGroup. The input is not
 // modified.
 func Generate(objs []*unstructured.Unstructured, opts Options) (*Bundle, error) {
@@ -111,9 +112,13 @@ func Generate(objs []*unstructured.Unstructured, opts Options) (*Bundle, error) 
 	if err != nil {
 		return nil, err
 	}
+	webhooks, err := planWebhooks(candidates, deployments)
+	if err != nil {
+		return nil, err
+	}
 	var others []*unstructured.Unstructured
 	for _, obj := range candidates {
-		if install.folded[obj] {
+		if install.folded[obj] || webhooks.folded[obj] {
 			continue
 		}
 		gk := obj.GroupVersionKind().GroupKind()
@@ -126,6 +131,11 @@ func Generate(objs []*unstructured.Unstructured, opts Options) (*Bundle, error) 
 	csv, err := completeCSV(base, examples, install, defined, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cluster service version: %w", err)
+	}
+	if len(webhooks.definitions) > 0 {
+		if err := unstructured.SetNestedSlice(csv.Object, webhooks.definitions, "spec", "webhookdefinitions"); err != nil {
+			return nil, fmt.Errorf("cluster service version: spec.webhookdefinitions: %w", err)
+		}
 	}
 	annotations, err := bundleAnnotations(csv, opts)
 	if err != nil {

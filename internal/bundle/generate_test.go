@@ -345,7 +345,7 @@ func TestGenerateRejects(t *testing.T) {
 		{"base owns a version the CRD lacks", replaced(fxCSV, strings.Replace(fxCSV, "version: v1\n", "version: v9\n", 1)), nil, `has no version "v9"`},
 		{"base owns the CRD under another kind", replaced(fxCSV, strings.Replace(fxCSV, "kind: Widget\n", "kind: Gizmo\n", 1)), nil, `defines kind "Widget", not "Gizmo"`},
 		{"sample of a version the CRD lacks", replaced(fxSample, strings.Replace(fxSample, "example.io/v1", "example.io/v3", 1)), nil, `uses version "v3"`},
-		{"kind OLM cannot carry", with("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata:\n  name: hook\n"), nil, "cannot be carried by a registry+v1 bundle"},
+		{"kind OLM cannot carry", with("apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: fast\nprovisioner: example.io/disk\n"), nil, "cannot be carried by a registry+v1 bundle"},
 		{"binding mixes the manager with a user", replaced(fxClusterRoleBinding, fxClusterRoleBinding+"- kind: User\n  name: alice\n"), nil, "together with other subjects"},
 		{"CRD name not plural.group", replaced(fxCRD, strings.Replace(fxCRD, "name: widgets.example.io", "name: widget.example.io", 1)), nil, `name must be "widgets.example.io"`},
 		{"base without builder annotation", replaced(fxCSV, strings.Replace(fxCSV, "    operators.operatorframework.io/builder: test-builder\n", "", 1)), nil, "must set the operators.operatorframework.io/builder"},

@@ -5,6 +5,8 @@ package operator
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,13 +15,22 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/clusterprobe"
+	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
+	driverctrl "github.com/drastack/drastack/internal/controller/driver"
+	poolctrl "github.com/drastack/drastack/internal/controller/pool"
+	publisherctrl "github.com/drastack/drastack/internal/controller/publisher"
 	stackctrl "github.com/drastack/drastack/internal/controller/stack"
+	"github.com/drastack/drastack/internal/driver"
 )
 
 // Options configure the operator.
@@ -40,6 +51,39 @@ type Options struct {
 	// ClusterProbeInterval is how long a cluster probe is trusted; default
 	// stackctrl.DefaultProbeInterval.
 	ClusterProbeInterval time.Duration
+	// PoolWorkers is how many device pools are validated in parallel;
+	// default poolctrl.DefaultWorkers.
+	PoolWorkers int
+	// DriverPublishGrace is how long a ready kubelet plugin may publish no
+	// ResourceSlices before it is reported; default
+	// driver.DefaultPublishGrace.
+	DriverPublishGrace time.Duration
+	// DriverRolloutTimeout is how long a driver rollout may make no
+	// progress before it is reported as stalled; default
+	// driver.DefaultRolloutTimeout.
+	DriverRolloutTimeout time.Duration
+	// SkipNameValidation lets one process create several managers (tests
+	// that start the operator more than once): controller-runtime refuses
+	// a second controller of the same name in a process otherwise.
+	SkipNameValidation bool
+	// WebhookPort serves the pod admission webhook that holds pods until
+	// the operator allocated their claims; 0 turns the webhook off (pods
+	// are then never gated).
+	WebhookPort int
+	// WebhookHost is the address the webhook listens on; default all
+	// addresses, or 127.0.0.1 with WebhookSelfSigned.
+	WebhookHost string
+	// WebhookCertDir holds tls.crt and tls.key (OLM mounts them); default
+	// controller-runtime's. Unused with WebhookSelfSigned.
+	WebhookCertDir string
+	// WebhookSelfSigned makes a CA and serving certificate at startup and
+	// registers the MutatingWebhookConfiguration with a URL to
+	// WebhookHost:WebhookPort, for an operator that runs outside the
+	// cluster (tests, make demo).
+	WebhookSelfSigned bool
+	// ClaimStatusInterval is how often the DRAStack's claim status is
+	// refreshed; default claimsctrl.DefaultStatusInterval.
+	ClaimStatusInterval time.Duration
 }
 
 // Scheme returns a scheme with the Kubernetes and drastack types.
@@ -57,7 +101,12 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if shutdown == 0 {
 		shutdown = 30 * time.Second
 	}
+	webhookServer, selfSigned, err := claimWebhookServer(o)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:           webhookServer,
 		Scheme:                  Scheme(),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
@@ -67,6 +116,13 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		// The leader steps down on shutdown so a new one takes over at once.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &shutdown,
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.SkipNameValidation},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only the pool controller reads DevicePools, and never their
+			// managedFields, which for a pool with many counters are as
+			// large as its status: 10,000 of them would cost tens of MB.
+			&v1alpha1.DevicePool{}: {Transform: cache.TransformStripManagedFields()},
+		}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -83,6 +139,41 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up DRAStack controller: %w", err)
 	}
+	if err := (&poolctrl.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("drastack-pool"),
+		Workers:  o.PoolWorkers,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up DevicePool controller: %w", err)
+	}
+	if err := (&publisherctrl.Reconciler{
+		Client:     mgr.GetClient(),
+		KubeClient: clientset,
+		Recorder:   mgr.GetEventRecorder("drastack-publisher"),
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up multi-host publisher: %w", err)
+	}
+	if err := (&claimsctrl.Reconciler{
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Recorder:       mgr.GetEventRecorder("drastack-claims"),
+		StatusInterval: o.ClaimStatusInterval,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up claim controller: %w", err)
+	}
+	if webhookServer != nil {
+		if err := claimsctrl.SetupWebhook(mgr, selfSigned); err != nil {
+			return nil, fmt.Errorf("set up pod webhook: %w", err)
+		}
+	}
+	if err := (&driverctrl.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("drastack-driver"),
+		Settings:  driver.Settings{PublishGrace: o.DriverPublishGrace, RolloutTimeout: o.DriverRolloutTimeout},
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up driver lifecycle controller: %w", err)
+	}
 	if o.ProbeAddr != "" && o.ProbeAddr != "0" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 			return nil, fmt.Errorf("add health check: %w", err)
@@ -92,4 +183,37 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// claimWebhookServer configures the webhook server of the claim
+// controller's pod webhook (nil when it is off), with a self-signed
+// certificate when asked.
+func claimWebhookServer(o Options) (webhook.Server, *claimsctrl.SelfSigned, error) {
+	if o.WebhookPort == 0 {
+		return nil, nil, nil
+	}
+	opts := webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir}
+	if !o.WebhookSelfSigned {
+		// OLM mounts the certificate before the manager starts; without
+		// one (make deploy, no certificate source) the webhook stays off
+		// instead of the whole manager failing to start.
+		dir := opts.CertDir
+		if dir == "" {
+			dir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+		}
+		if _, err := os.Stat(filepath.Join(dir, "tls.crt")); err != nil {
+			ctrl.Log.WithName("setup").Info("No webhook certificate; the pod webhook is off and pods are not gated", "certDir", dir)
+			return nil, nil, nil
+		}
+		return webhook.NewServer(opts), nil, nil
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	ss, err := claimsctrl.NewSelfSigned(opts.Host, opts.Port)
+	if err != nil {
+		return nil, nil, fmt.Errorf("self-signed webhook certificate: %w", err)
+	}
+	opts.TLSOpts = append(opts.TLSOpts, ss.TLSOption)
+	return webhook.NewServer(opts), ss, nil
 }

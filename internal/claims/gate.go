@@ -1,0 +1,145 @@
+package claims
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// PodClaim is one entry of a pod's spec.resourceClaims, resolved as far as
+// the pod itself tells.
+type PodClaim struct {
+	// Name is the entry's name in the pod.
+	Name string
+	// ClaimName is the ResourceClaim's name: given directly, or, for a
+	// template, what kube-controller-manager recorded in
+	// status.resourceClaimStatuses. Empty while that is not known.
+	ClaimName string
+	// Template is the ResourceClaimTemplate's name ("" for a direct claim).
+	Template string
+	// NotNeeded: kube-controller-manager recorded that no claim was
+	// created for this entry.
+	NotNeeded bool
+}
+
+// PodClaims lists a pod's claims.
+func PodClaims(pod *corev1.Pod) []PodClaim {
+	out := make([]PodClaim, 0, len(pod.Spec.ResourceClaims))
+	for _, rc := range pod.Spec.ResourceClaims {
+		pc := PodClaim{Name: rc.Name}
+		switch {
+		case rc.ResourceClaimName != nil:
+			pc.ClaimName = *rc.ResourceClaimName
+		case rc.ResourceClaimTemplateName != nil:
+			pc.Template = *rc.ResourceClaimTemplateName
+			for _, st := range pod.Status.ResourceClaimStatuses {
+				if st.Name != rc.Name {
+					continue
+				}
+				if st.ResourceClaimName == nil {
+					pc.NotNeeded = true
+				} else {
+					pc.ClaimName = *st.ResourceClaimName
+				}
+			}
+		default:
+			// Neither is set: the API server rejects such pods.
+			continue
+		}
+		out = append(out, pc)
+	}
+	return out
+}
+
+// HasGate reports whether the pod carries the operator's scheduling gate.
+func HasGate(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == SchedulingGate })
+}
+
+// ClaimLookup finds a claim of the pod's namespace by name; ok is false
+// when it does not exist or cannot be read.
+type ClaimLookup func(name string) (claim *resourceapi.ResourceClaim, ok bool)
+
+// TemplateLookup finds a ResourceClaimTemplate of the pod's namespace.
+type TemplateLookup func(name string) (template *resourceapi.ResourceClaimTemplate, ok bool)
+
+// NeedsGate tells whether the admission webhook must add the scheduling
+// gate to a new pod, and why. A pod is gated when one of its claims is,
+// or will be, the operator's and is not allocated yet. A claim or
+// template that does not exist (yet, or not in the webhook's view) also
+// gates the pod: it cannot be scheduled without it anyway, and a claim
+// that appears later with CEL constraints must not meet an ungated pod.
+// Gates can only be removed after creation, never added, so admission is
+// the only chance.
+func NeedsGate(cfg Config, pod *corev1.Pod, claim ClaimLookup, template TemplateLookup) (bool, string) {
+	if !cfg.Active || !cfg.GatePods || HasGate(pod) {
+		return false, ""
+	}
+	for _, pc := range PodClaims(pod) {
+		if pc.Template == "" {
+			c, ok := claim(pc.ClaimName)
+			if !ok {
+				return true, fmt.Sprintf("claim %s does not exist yet", pc.ClaimName)
+			}
+			if d := Decide(cfg, c); d.Action == ActionAllocate {
+				return true, fmt.Sprintf("claim %s is allocated by the operator (%s)", pc.ClaimName, d.Why)
+			}
+			continue
+		}
+		t, ok := template(pc.Template)
+		if !ok {
+			return true, fmt.Sprintf("template %s does not exist yet", pc.Template)
+		}
+		if why := SelectTemplate(cfg, t); why != WhyNone {
+			return true, fmt.Sprintf("claims from template %s are allocated by the operator (%s)", pc.Template, why)
+		}
+	}
+	return false, ""
+}
+
+// Verdict is Release's answer for a gated pod.
+type Verdict struct {
+	// Release: remove the scheduling gate now.
+	Release bool
+	// Waiting says what the pod waits for, one entry per claim.
+	Waiting []string
+}
+
+// Release tells whether a pod that carries the scheduling gate may go:
+// every claim it uses exists and none of them waits for the operator.
+// When gating is off (no DRAStack, or gatePods false) every gate goes, so
+// that turning the feature off never strands pods.
+func Release(cfg Config, pod *corev1.Pod, claim ClaimLookup) Verdict {
+	if !HasGate(pod) {
+		return Verdict{}
+	}
+	if !cfg.Active || !cfg.GatePods {
+		return Verdict{Release: true}
+	}
+	var waiting []string
+	for _, pc := range PodClaims(pod) {
+		switch {
+		case pc.NotNeeded:
+			continue
+		case pc.ClaimName == "":
+			waiting = append(waiting, fmt.Sprintf("claim %s: kube-controller-manager has not created it from template %s yet", pc.Name, pc.Template))
+			continue
+		}
+		c, ok := claim(pc.ClaimName)
+		if !ok {
+			waiting = append(waiting, fmt.Sprintf("claim %s does not exist", pc.ClaimName))
+			continue
+		}
+		if Decide(cfg, c).Action == ActionAllocate {
+			waiting = append(waiting, fmt.Sprintf("claim %s is not allocated yet", pc.ClaimName))
+		}
+	}
+	return Verdict{Release: len(waiting) == 0, Waiting: waiting}
+}
+
+// WithoutGate returns the pod's scheduling gates without the operator's.
+func WithoutGate(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {
+	return slices.DeleteFunc(slices.Clone(gates), func(g corev1.PodSchedulingGate) bool { return g.Name == SchedulingGate })
+}

@@ -1,0 +1,99 @@
+package claims
+
+import (
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/allocator"
+)
+
+func TestConfigFrom(t *testing.T) {
+	stack := func(name string, spec v1alpha1.ClaimsSpec) *v1alpha1.DRAStack {
+		return &v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.DRAStackSpec{Claims: spec}}
+	}
+	for _, tc := range []struct {
+		name  string
+		stack *v1alpha1.DRAStack
+		want  Config
+	}{
+		{"no DRAStack: inactive, nothing gated", nil, Config{}},
+		{"a DRAStack with another name does not count", stack("other", v1alpha1.ClaimsSpec{}), Config{}},
+		{"empty spec: native engine, pods gated", stack("default", v1alpha1.ClaimsSpec{}),
+			Config{Active: true, Engine: "native", GatePods: true}},
+		{"gatePods false is kept", stack("default", v1alpha1.ClaimsSpec{GatePods: ptr.To(false), Engine: v1alpha1.EngineUpstream}),
+			Config{Active: true, Engine: "upstream"}},
+		{"immediate classes are sorted and unique", stack("default", v1alpha1.ClaimsSpec{ImmediateClasses: []string{"tpu", "gpu", "tpu"}}),
+			Config{Active: true, Engine: "native", GatePods: true, ImmediateClasses: []string{"gpu", "tpu"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ConfigFrom(tc.stack); !got.Equal(tc.want) {
+				t.Errorf("ConfigFrom = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	gone := stack("default", v1alpha1.ClaimsSpec{})
+	gone.DeletionTimestamp = ptr.To(metav1.Now())
+	if ConfigFrom(gone).Active {
+		t.Error("a DRAStack being deleted must not keep allocating")
+	}
+}
+
+func TestSelectClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		claim *resourceapi.ResourceClaim
+		want  Why
+	}{
+		{"plain claim: kube-scheduler's", active, claim("c"), WhyNone},
+		{"CEL constraints annotation", active, claim("c", withCEL), WhyCELConstraints},
+		{"an empty CEL list still opts in", active, claim("c", func(c *resourceapi.ResourceClaim) {
+			c.Annotations = map[string]string{allocator.CELConstraintsAnnotation: "[]"}
+		}), WhyCELConstraints},
+		{"immediate label", active, claim("c", withImmediateLabel), WhyImmediateLabel},
+		{"label with another value does not opt in", active, claim("c", func(c *resourceapi.ResourceClaim) {
+			c.Labels = map[string]string{AllocationLabel: "immediate"}
+		}), WhyNone},
+		{"immediate class in exactly", active, claim("c", withClass("tpu")), WhyImmediateClass},
+		{"immediate class in one subrequest of firstAvailable", active, claim("c", withFirstAvailable("gpu", "tpu")), WhyImmediateClass},
+		{"firstAvailable without an immediate class", active, claim("c", withFirstAvailable("gpu", "cpu")), WhyNone},
+		{"CEL wins over the label in the reason", active, claim("c", withImmediateLabel, withCEL), WhyCELConstraints},
+		{"inactive configuration selects nothing", Config{}, claim("c", withCEL, withImmediateLabel, withClass("tpu")), WhyNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SelectClaim(tc.cfg, tc.claim); got != tc.want {
+				t.Errorf("SelectClaim = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSelectTemplate(t *testing.T) {
+	cel := map[string]string{allocator.CELConstraintsAnnotation: `[{"expression": "true"}]`}
+	immediate := map[string]string{AllocationLabel: AllocationImmediate}
+	for _, tc := range []struct {
+		name string
+		tmpl *resourceapi.ResourceClaimTemplate
+		want Why
+	}{
+		{"plain template", template("t", nil, nil, "gpu"), WhyNone},
+		{"annotation in spec.metadata is copied to the claims", template("t", nil, cel, "gpu"), WhyCELConstraints},
+		{"label in spec.metadata", template("t", immediate, nil, "gpu"), WhyImmediateLabel},
+		{"immediate class", template("t", nil, nil, "tpu"), WhyImmediateClass},
+		{"annotation on the template object itself is not copied", func() *resourceapi.ResourceClaimTemplate {
+			tm := template("t", nil, nil, "gpu")
+			tm.Annotations = cel
+			return tm
+		}(), WhyNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SelectTemplate(active, tc.tmpl); got != tc.want {
+				t.Errorf("SelectTemplate = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

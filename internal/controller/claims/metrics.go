@@ -1,0 +1,65 @@
+package claims
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics of the claim controller, registered once per process in
+// controller-runtime's registry (served on the manager's metrics
+// endpoint). Tests that start several managers in one process share them.
+var (
+	allocationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "drastack_claim_allocations_total",
+		Help: "Allocation attempts of the claim controller by engine and result (Allocated, Unsatisfiable, SearchBoundExceeded, Invalid, NotSupported, Error).",
+	}, []string{"engine", "result"})
+	allocationLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "drastack_claim_allocation_latency_seconds",
+		Help: "Time from a claim needing allocation (its creation, or its deallocation) to its allocation being written, by engine.",
+		// Milliseconds when the controller keeps up; minutes when claims
+		// wait for devices.
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"engine"})
+	pendingClaims = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "drastack_claims_pending",
+		Help: "Unallocated claims the operator allocates, by state: waiting (for an attempt), unsatisfiable (waiting for devices), invalid (waiting for the claim or the configuration to change).",
+	}, []string{"state"})
+	writeConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drastack_claim_write_conflicts_total",
+		Help: "Claim writes refused because the claim changed since it was read; the claim is read again and the write retried.",
+	})
+	lostRaces = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drastack_claim_lost_races_total",
+		Help: "Allocations the operator took back because kube-scheduler (or an older allocation) was given the same device or counter at the same time.",
+	})
+	unresolvedRaces = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "drastack_claim_unresolved_races",
+		Help: "Devices or counters given twice that nobody may take back (every claim involved is reserved by a pod or not the operator's); the DevicePool shows them as Degraded.",
+	})
+	holdsWritten = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drastack_claim_holds_total",
+		Help: "Hold claims written after a lost race, so that kube-scheduler keeps counting a device that another claim still has.",
+	})
+	bindingsSeen = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drastack_claim_scheduler_bindings_seen_total",
+		Help: "kube-scheduler binding cycles seen in flight (pods with a nominated node and claims), which the operator keeps its allocations away from.",
+	})
+	avoided = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drastack_claim_busy_nodes_avoided_total",
+		Help: "Allocations the operator moved away from, or delayed because of, a node where kube-scheduler had a binding in flight.",
+	})
+	gatedPods = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "drastack_claim_gated_pods",
+		Help: "Pods held by the scheduling gate resource.drastack.io/allocation.",
+	})
+)
+
+var registerOnce sync.Once
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		ctrlmetrics.Registry.MustRegister(allocationsTotal, allocationLatency, pendingClaims, writeConflicts, lostRaces, unresolvedRaces, holdsWritten, bindingsSeen, avoided, gatedPods)
+	})
+}

@@ -1,0 +1,334 @@
+package claims
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/pool"
+)
+
+// writtenTTL bounds how long an allocation this process wrote is added to
+// the engine's inputs while the informer cache does not show it. The watch
+// delivers a write within milliseconds; the bound only keeps a lost event
+// from blocking devices for ever.
+const writtenTTL = time.Minute
+
+// snapshot feeds the engine from the informer caches. One engine session
+// is kept while the inputs only grow (new allocations are recorded into
+// it); anything that can free devices or change what exists (slices,
+// classes, nodes, a deallocation or deletion) invalidates it, and the next
+// attempt builds a new one. Allocations this process chose are added until
+// the cache shows them, so that the next attempt never hands out the same
+// devices again.
+//
+// Allocation decisions are serialized (withSession holds the engine lock
+// while a worker allocates and reserves), so the session sees every
+// allocation the operator chose; the API writes that follow run in
+// parallel. A reserved allocation is part of the inputs from the moment it
+// is chosen until the cache shows it, or its write fails (release).
+//
+// Event handlers call the note* methods from informer goroutines.
+type snapshot struct {
+	reader client.Reader
+
+	// engine serializes the use of session (an engine session is not safe
+	// for concurrent use).
+	engine sync.Mutex
+
+	mu sync.Mutex
+	// version counts changes that invalidate a session; slicesVersion
+	// counts slice changes only (the pools for race checks).
+	version, slicesVersion uint64
+	session                allocator.Session
+	sessionEngine          string
+	sessionVersion         uint64
+	recorded               map[types.UID]bool
+	// toRecord are allocations that appeared since the session was built.
+	toRecord []*resourceapi.ResourceClaim
+	written  map[types.UID]written
+	pools    []*pool.Pool
+	poolsVer uint64
+	havePool bool
+}
+
+type written struct {
+	claim *resourceapi.ResourceClaim
+	at    time.Time
+}
+
+func newSnapshot(reader client.Reader) *snapshot {
+	return &snapshot{reader: reader, recorded: map[types.UID]bool{}, written: map[types.UID]written{}}
+}
+
+// invalidate drops the session at the next attempt.
+func (s *snapshot) invalidate() {
+	s.mu.Lock()
+	s.version++
+	s.mu.Unlock()
+}
+
+// slicesChanged invalidates the session and the pools.
+func (s *snapshot) slicesChanged() {
+	s.mu.Lock()
+	s.version++
+	s.slicesVersion++
+	s.mu.Unlock()
+}
+
+// noteClaim follows a claim's change: a new allocation is recorded into
+// the session at the next attempt; a removed or replaced allocation
+// invalidates it. It also forgets a written allocation once the cache
+// shows the claim allocated (by this write or a later one).
+func (s *snapshot) noteClaim(old, cur *resourceapi.ResourceClaim) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur.Status.Allocation != nil {
+		delete(s.written, cur.UID)
+	}
+	switch {
+	case old != nil && old.Status.Allocation != nil && cur.Status.Allocation == nil:
+		s.version++
+	case old != nil && old.Status.Allocation != nil && old.Status.Allocation != cur.Status.Allocation &&
+		!sameResults(old.Status.Allocation, cur.Status.Allocation):
+		s.version++
+	case cur.Status.Allocation != nil && (old == nil || old.Status.Allocation == nil):
+		s.toRecord = append(s.toRecord, cur)
+	}
+}
+
+// noteDeleted follows a claim's deletion.
+func (s *snapshot) noteDeleted(c *resourceapi.ResourceClaim) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.written, c.UID)
+	if c.Status.Allocation != nil {
+		s.version++
+	}
+}
+
+// forgetWritten drops a written allocation that this process took back.
+func (s *snapshot) forgetWritten(uid types.UID) { s.release(uid) }
+
+func sameResults(a, b *resourceapi.AllocationResult) bool {
+	if len(a.Devices.Results) != len(b.Devices.Results) {
+		return false
+	}
+	for i := range a.Devices.Results {
+		x, y := a.Devices.Results[i], b.Devices.Results[i]
+		if x.Driver != y.Driver || x.Pool != y.Pool || x.Device != y.Device {
+			return false
+		}
+	}
+	return true
+}
+
+// withSession runs fn with a session of engine e that reflects the caches
+// and every allocation this process reserved, under the engine lock.
+func (s *snapshot) withSession(ctx context.Context, e allocator.Engine, fn func(allocator.Session) error) error {
+	s.engine.Lock()
+	defer s.engine.Unlock()
+	sess, err := s.sessionFor(ctx, e)
+	if err != nil {
+		return err
+	}
+	return fn(sess)
+}
+
+// sessionFor returns the current session, built anew when the inputs
+// changed; the caller holds the engine lock.
+func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocator.Session, error) {
+	s.mu.Lock()
+	if s.session != nil && s.sessionVersion == s.version && s.sessionEngine == e.Name() {
+		pending := s.toRecord
+		s.toRecord = nil
+		sess := s.session
+		for _, c := range pending {
+			if s.recorded[c.UID] {
+				continue
+			}
+			if err := sess.Record(c); err != nil {
+				s.version++
+				s.mu.Unlock()
+				return nil, fmt.Errorf("record allocation of %s: %w", allocator.ClaimKey(c), err)
+			}
+			s.recorded[c.UID] = true
+		}
+		s.mu.Unlock()
+		return sess, nil
+	}
+	version := s.version
+	s.toRecord = nil
+	s.mu.Unlock()
+
+	in, err := s.inputs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Println("DEBUG rebuild session", version, len(in.Slices), len(in.Allocated))
+	sess, err := e.NewSession(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("start %s engine session: %w", e.Name(), err)
+	}
+	recorded := make(map[types.UID]bool, len(in.Allocated))
+	for _, c := range in.Allocated {
+		recorded[c.UID] = true
+	}
+	s.mu.Lock()
+	s.session, s.sessionEngine, s.sessionVersion, s.recorded = sess, e.Name(), version, recorded
+	s.mu.Unlock()
+	return sess, nil
+}
+
+// reserve records an allocation chosen for claim c (c carries it in
+// status.allocation) into the session and the inputs, before it is
+// written; the caller holds the engine lock.
+func (s *snapshot) reserve(sess allocator.Session, c *resourceapi.ResourceClaim, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written[c.UID] = written{claim: c, at: now}
+	if s.recorded[c.UID] {
+		return nil
+	}
+	if err := sess.Record(c); err != nil {
+		s.version++ // rebuild rather than trust the session
+		return fmt.Errorf("record allocation of %s: %w", allocator.ClaimKey(c), err)
+	}
+	s.recorded[c.UID] = true
+	return nil
+}
+
+// confirm replaces a reserved allocation by the claim as written, unless
+// the cache has shown it already.
+func (s *snapshot) confirm(c *resourceapi.ResourceClaim) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.written[c.UID]; ok {
+		s.written[c.UID] = written{claim: c, at: w.at}
+	}
+}
+
+// release drops a reserved allocation whose write did not happen: the
+// session recorded it, so it must be rebuilt.
+func (s *snapshot) release(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.written, uid)
+	s.version++
+}
+
+// inputs reads everything the engine needs from the caches.
+func (s *snapshot) inputs(ctx context.Context) (allocator.Inputs, error) {
+	var in allocator.Inputs
+	var slices resourceapi.ResourceSliceList
+	if err := s.reader.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {
+		return in, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	var classes resourceapi.DeviceClassList
+	if err := s.reader.List(ctx, &classes, client.UnsafeDisableDeepCopy); err != nil {
+		return in, fmt.Errorf("list DeviceClasses: %w", err)
+	}
+	var nodes corev1.NodeList
+	if err := s.reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return in, fmt.Errorf("list Nodes: %w", err)
+	}
+	allocated, err := s.allocated(ctx)
+	if err != nil {
+		return in, err
+	}
+	for i := range slices.Items {
+		in.Slices = append(in.Slices, lastFirst(&slices.Items[i]))
+	}
+	for i := range classes.Items {
+		in.Classes = append(in.Classes, &classes.Items[i])
+	}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	in.Allocated = allocated
+	return in, nil
+}
+
+// allocated lists every allocated claim: the cache's, plus allocations
+// this process wrote that the cache does not show yet.
+func (s *snapshot) allocated(ctx context.Context) ([]*resourceapi.ResourceClaim, error) {
+	var claims resourceapi.ResourceClaimList
+	if err := s.reader.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list ResourceClaims: %w", err)
+	}
+	out := make([]*resourceapi.ResourceClaim, 0, len(claims.Items))
+	seen := make(map[types.UID]bool, len(claims.Items))
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if c.Status.Allocation != nil {
+			out = append(out, c)
+			seen[c.UID] = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for uid, w := range s.written {
+		switch {
+		case now.Sub(w.at) > writtenTTL:
+			delete(s.written, uid)
+		case !seen[uid]:
+			out = append(out, w.claim)
+		}
+	}
+	return out, nil
+}
+
+// currentPools groups the cached slices into pools, again only when
+// slices changed.
+func (s *snapshot) currentPools(ctx context.Context) ([]*pool.Pool, error) {
+	s.mu.Lock()
+	if s.havePool && s.poolsVer == s.slicesVersion {
+		p := s.pools
+		s.mu.Unlock()
+		return p, nil
+	}
+	ver := s.slicesVersion
+	s.mu.Unlock()
+	var slices resourceapi.ResourceSliceList
+	if err := s.reader.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	in := make([]*resourceapi.ResourceSlice, len(slices.Items))
+	for i := range slices.Items {
+		in[i] = &slices.Items[i]
+	}
+	p := pool.Group(in)
+	s.mu.Lock()
+	s.pools, s.poolsVer, s.havePool = p, ver, true
+	s.mu.Unlock()
+	return p, nil
+}
+
+// lastFirst returns the slice with its devices in reverse order (a shallow
+// copy; the cached object is not touched).
+//
+// Engines try devices of equal footprint in slice order, and so does
+// kube-scheduler: two first-fit allocators working on the same pool at
+// once pick the same first free device, which is exactly a race (see
+// settle.go). The operator therefore fills from the other end, so the two
+// meet only on the last free devices of a node. Footprint order (smallest
+// partitions first, KEP-4815) is unaffected.
+func lastFirst(s *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
+	if len(s.Spec.Devices) < 2 {
+		return s
+	}
+	cp := *s
+	cp.Spec.Devices = make([]resourceapi.Device, len(s.Spec.Devices))
+	for i, d := range s.Spec.Devices {
+		cp.Spec.Devices[len(s.Spec.Devices)-1-i] = d
+	}
+	return &cp
+}

@@ -1,0 +1,141 @@
+package claims
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/controller/statusapply"
+)
+
+// stackClaimStatus is the part of the DRAStack status this controller owns.
+type stackClaimStatus struct {
+	Conditions []metav1.Condition   `json:"conditions"`
+	Claims     v1alpha1.ClaimCounts `json:"claims"`
+}
+
+// statusWriter recomputes the claim counts and ClaimsReady every interval
+// from the cache, updates the gauges, and writes the DRAStack when
+// something changed. Polling rather than reacting keeps a burst of
+// thousands of claims from becoming thousands of status writes, and lets
+// ClaimsReady notice a backlog that no event announces.
+type statusWriter struct {
+	r        *Reconciler
+	interval time.Duration
+}
+
+// NeedLeaderElection: only the leader allocates, so only it knows the
+// outcomes.
+func (w *statusWriter) NeedLeaderElection() bool { return true }
+
+// Start runs until ctx ends.
+func (w *statusWriter) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("drastack-claim-status")
+	interval := w.interval
+	if interval <= 0 {
+		interval = DefaultStatusInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := w.write(ctx); err != nil {
+			logger.Error(err, "Writing the claim status of the DRAStack failed; retrying")
+		}
+	}
+}
+
+func (w *statusWriter) write(ctx context.Context) error {
+	r := w.r
+	var st v1alpha1.DRAStack
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &st); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	cfg := claimspkg.ConfigFrom(&st)
+	if !cfg.Active {
+		return nil
+	}
+	var claims resourceapi.ResourceClaimList
+	if err := r.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	entries := make([]claimspkg.Entry, 0, len(claims.Items))
+	var waiting, unsatisfiable, invalid int
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if claimspkg.SelectClaim(cfg, c) == claimspkg.WhyNone {
+			continue
+		}
+		key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
+		e := claimspkg.Entry{Key: key.String(), Allocated: c.Status.Allocation != nil}
+		if !e.Allocated {
+			if f, ok := r.failureOf(key); ok {
+				e.Outcome = f.outcome
+			}
+			e.Since = r.waitingSince(c)
+			switch {
+			case e.Outcome == claimspkg.OutcomeInvalid || e.Outcome == claimspkg.OutcomeNotSupported:
+				invalid++
+			case e.Outcome.Stuck():
+				unsatisfiable++
+			default:
+				waiting++
+			}
+		}
+		entries = append(entries, e)
+	}
+	pendingClaims.WithLabelValues("waiting").Set(float64(waiting))
+	pendingClaims.WithLabelValues("unsatisfiable").Set(float64(unsatisfiable))
+	pendingClaims.WithLabelValues("invalid").Set(float64(invalid))
+	if r.pods != nil {
+		var pods corev1.PodList
+		if err := r.pods.List(ctx, &pods, client.UnsafeDisableDeepCopy); err == nil {
+			n := 0
+			for i := range pods.Items {
+				if claimspkg.HasGate(&pods.Items[i]) {
+					n++
+				}
+			}
+			gatedPods.Set(float64(n))
+		}
+	}
+
+	counts, cond := claimspkg.Summarize(entries, r.now(), st.Generation)
+	if upToDate(&st.Status, counts, cond) {
+		return nil
+	}
+	status := stackClaimStatus{
+		Conditions: statusapply.KeepTransitionTimes(st.Status.Conditions, []metav1.Condition{cond}, metav1.NewTime(r.now()).Rfc3339Copy()),
+		Claims:     counts,
+	}
+	err := statusapply.Apply(ctx, r.Client, v1alpha1.GroupVersion.String(), "DRAStack", "", st.Name, FieldManager, status)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// upToDate compares the fields this controller owns, ignoring the
+// condition's transition time.
+func upToDate(st *v1alpha1.DRAStackStatus, counts v1alpha1.ClaimCounts, cond metav1.Condition) bool {
+	if st.Claims == nil || *st.Claims != counts {
+		return false
+	}
+	cur := meta.FindStatusCondition(st.Conditions, cond.Type)
+	return cur != nil && cur.Status == cond.Status && cur.Reason == cond.Reason &&
+		cur.Message == cond.Message && cur.ObservedGeneration == cond.ObservedGeneration
+}

@@ -1,0 +1,529 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/allocator"
+	claimspkg "github.com/drastack/drastack/internal/claims"
+	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
+	"github.com/drastack/drastack/internal/operator"
+	"github.com/drastack/drastack/internal/pool"
+	"github.com/drastack/drastack/test/cluster"
+)
+
+// clTimeout bounds the waits of the claim suites: allocation takes
+// milliseconds, scheduling a pod about a second; the rest is a busy machine.
+const clTimeout = 2 * time.Minute
+
+// clOperator is one in-process run of the operator with the pod webhook
+// registered by URL and a self-signed certificate, as `make demo` runs it.
+type clOperator struct {
+	stop func()
+	port int
+}
+
+// startClaimOperator runs the operator with the webhook on a free port of
+// 127.0.0.1 and waits until the API server gates a dry-run pod through it.
+func clStartOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) *clOperator {
+	t.Helper()
+	port, err := clFreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := operator.New(c.Config, operator.Options{
+		MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: ns,
+		SkipNameValidation: true,
+		WebhookPort:        port,
+		WebhookSelfSigned:  true,
+		// Fast status refresh so the suite sees ClaimsReady quickly.
+		ClaimStatusInterval: 500 * time.Millisecond,
+		ShutdownTimeout:     10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(opCtx) }()
+	op := &clOperator{port: port, stop: func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("operator: %v", err)
+		}
+	}}
+	return op
+}
+
+func clFreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitWebhook waits until a dry-run pod that uses a template with CEL
+// constraints comes back with the scheduling gate: the webhook is
+// registered, serving, and reads the DRAStack.
+func clWaitWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, template string) {
+	t.Helper()
+	begin := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		pod := claimPod(ns, "webhook-probe", template)
+		got, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		return claimspkg.HasGate(got), nil
+	})
+	if err != nil {
+		t.Fatalf("the pod webhook does not gate pods: %v", err)
+	}
+	t.Logf("timing: operator started -> webhook gating pods in %s", since(begin))
+}
+
+// applyClaimsSpec sets spec.claims of the DRAStack (creating it if
+// needed) and returns a function that restores what was there.
+func clApplyClaimsSpec(ctx context.Context, t *testing.T, crc client.Client, spec v1alpha1.ClaimsSpec) func() {
+	t.Helper()
+	var created bool
+	var prev v1alpha1.ClaimsSpec
+	first := true
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		var st v1alpha1.DRAStack
+		err := crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st)
+		if apierrors.IsNotFound(err) {
+			st = v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}, Spec: v1alpha1.DRAStackSpec{Claims: spec}}
+			if err := crc.Create(ctx, &st); err != nil {
+				t.Logf("create DRAStack: %v", err)
+				return false, nil
+			}
+			created = first
+			return true, nil
+		}
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		if first {
+			prev = st.Spec.Claims
+		}
+		first = false
+		st.Spec.Claims = spec
+		if err := crc.Update(ctx, &st); err != nil {
+			t.Logf("update DRAStack: %v", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("write DRAStack spec.claims: %v", err)
+	}
+	return func() {
+		if created {
+			if err := crc.Delete(ctx, &v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete DRAStack: %v", err)
+			}
+			return
+		}
+		clApplyClaimsSpec(ctx, t, crc, prev)
+	}
+}
+
+// setEngine switches spec.claims.engine, keeping the rest.
+func clSetEngine(ctx context.Context, t *testing.T, crc client.Client, engine v1alpha1.Engine) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		var st v1alpha1.DRAStack
+		if err := crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st); err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		st.Spec.Claims.Engine = engine
+		return crc.Update(ctx, &st) == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("set engine %s: %v", engine, err)
+	}
+}
+
+// nodeSlice is a node-local slice of one pool named after the node.
+func clNodeSlice(driver, node string, generation int64, devices []resourceapi.Device) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-gen%d", node, strings.Split(driver, ".")[0], generation)},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   driver,
+			Pool:     resourceapi.ResourcePool{Name: node, Generation: generation, ResourceSliceCount: 1},
+			NodeName: ptr.To(node),
+			Devices:  devices,
+		},
+	}
+}
+
+func clIntAttrs(attrs map[string]int64) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	out := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+	for k, v := range attrs {
+		out[resourceapi.QualifiedName(k)] = resourceapi.DeviceAttribute{IntValue: ptr.To(v)}
+	}
+	return out
+}
+
+func clCreateSlices(ctx context.Context, t *testing.T, c *cluster.Cluster, slices ...*resourceapi.ResourceSlice) {
+	t.Helper()
+	for _, s := range slices {
+		if _, err := c.Client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create slice %s: %v", s.Name, err)
+		}
+	}
+}
+
+// exactClaimSpec asks for count devices of class, with optional selector.
+func clClaimSpec(class string, count int64, selector string) resourceapi.ResourceClaimSpec {
+	req := resourceapi.DeviceRequest{Name: "devices", Exactly: &resourceapi.ExactDeviceRequest{
+		DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
+	}}
+	if selector != "" {
+		req.Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: selector}}}
+	}
+	return resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{req}}}
+}
+
+// celAnnotation is the CEL constraints annotation over all requests.
+func clCEL(expr string) map[string]string {
+	return map[string]string{allocator.CELConstraintsAnnotation: fmt.Sprintf(`[{"expression": %q}]`, expr)}
+}
+
+func clCreateTemplate(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name string, labels, annotations map[string]string, spec resourceapi.ResourceClaimSpec) {
+	t.Helper()
+	tmpl := &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: resourceapi.ResourceClaimTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+			Spec:       spec,
+		},
+	}
+	if _, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create claim template %s: %v", name, err)
+	}
+}
+
+func clCreateClaim(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name string, labels, annotations map[string]string, spec resourceapi.ResourceClaimSpec) *resourceapi.ResourceClaim {
+	t.Helper()
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: annotations},
+		Spec:       spec,
+	}
+	got, err := c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create claim %s: %v", name, err)
+	}
+	return got
+}
+
+// sharedClaimPod is a pod that uses an existing claim by name.
+func clSharedPod(ns, name, claim string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name:      "main",
+				Image:     "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "devices"}}},
+			}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "devices", ResourceClaimName: &claim}},
+		},
+	}
+}
+
+func clCreatePod(ctx context.Context, t *testing.T, c *cluster.Cluster, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	got, err := c.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s: %v", pod.Name, err)
+	}
+	return got
+}
+
+// waitClaim polls a claim until ok holds and returns it.
+func clWaitClaim(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, what string, ok func(*resourceapi.ResourceClaim) bool) *resourceapi.ResourceClaim {
+	t.Helper()
+	var last *resourceapi.ResourceClaim
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, clTimeout, true, func(ctx context.Context) (bool, error) {
+		cl, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		last = cl
+		return ok(cl), nil
+	})
+	if err != nil {
+		t.Fatalf("claim %s/%s: waiting for %s: %v\nlast: %s\nevents: %s", ns, name, what, err, clClaimSummary(last), clClaimEvents(ctx, c, ns, name))
+	}
+	return last
+}
+
+func clAllocated(cl *resourceapi.ResourceClaim) bool { return cl.Status.Allocation != nil }
+
+func clClaimSummary(cl *resourceapi.ResourceClaim) string {
+	if cl == nil {
+		return "<none>"
+	}
+	return fmt.Sprintf("allocated=%v reservedFor=%d finalizers=%v deleting=%v", cl.Status.Allocation != nil, len(cl.Status.ReservedFor), cl.Finalizers, cl.DeletionTimestamp != nil)
+}
+
+// claimEvents lists "reason: note" of the Events on a claim.
+func clClaimEvents(ctx context.Context, c *cluster.Cluster, ns, name string) string {
+	var out []string
+	for _, e := range clEventsOn(ctx, c, ns, "ResourceClaim", name) {
+		out = append(out, e.Reason+": "+e.Note)
+	}
+	return strings.Join(out, "\n  ")
+}
+
+func clEventsOn(ctx context.Context, c *cluster.Cluster, ns, kind, name string) []eventsv1.Event {
+	list, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == kind && e.Regarding.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitClaimEvent waits for an Event with the reason on the claim whose
+// note contains mention, and returns it.
+func clWaitClaimEvent(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, reason, mention string) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, e := range clEventsOn(ctx, c, ns, "ResourceClaim", name) {
+			if e.Reason == reason && strings.Contains(e.Note, mention) {
+				found = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s Event on claim %s mentioning %q: %v\nevents: %s", reason, name, mention, err, clClaimEvents(ctx, c, ns, name))
+	}
+	return found
+}
+
+// eventCount counts an Event with its series.
+func clEventCount(e eventsv1.Event) int32 {
+	if e.Series != nil {
+		return e.Series.Count
+	}
+	return 1
+}
+
+// podClaimName waits until kube-controller-manager has created the claim
+// of a template entry and returns its name.
+func clPodClaimName(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, pod string) string {
+	t.Helper()
+	var name string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, clTimeout, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		for _, st := range p.Status.ResourceClaimStatuses {
+			if st.ResourceClaimName != nil {
+				name = *st.ResourceClaimName
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("kube-controller-manager created no claim for pod %s/%s: %v", ns, pod, err)
+	}
+	return name
+}
+
+// deviceAttrs looks up the attributes of allocated devices in the
+// published pools.
+func clDeviceAttrs(ctx context.Context, t *testing.T, c *cluster.Cluster, driver string, results []resourceapi.DeviceRequestAllocationResult) []map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	t.Helper()
+	pools := clPoolsOf(ctx, t, c, driver)
+	var out []map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+	for _, r := range results {
+		p := pools[r.Pool]
+		if p == nil {
+			t.Fatalf("device %s of unknown pool %s", r.Device, r.Pool)
+		}
+		i := slices.IndexFunc(p.Devices, func(d pool.Device) bool { return d.Device.Name == r.Device })
+		if i < 0 {
+			t.Fatalf("device %s not in pool %s", r.Device, r.Pool)
+		}
+		out = append(out, p.Devices[i].Device.Attributes)
+	}
+	return out
+}
+
+// poolsOf groups the slices of one driver into pools by name.
+func clPoolsOf(ctx context.Context, t *testing.T, c *cluster.Cluster, driver string) map[string]*pool.Pool {
+	t.Helper()
+	slices := clAllSlices(ctx, t, c)
+	out := map[string]*pool.Pool{}
+	for _, p := range pool.Group(slices) {
+		if p.Driver == driver {
+			out[p.Pool] = p
+		}
+	}
+	return out
+}
+
+func clAllSlices(ctx context.Context, t *testing.T, c *cluster.Cluster) []*resourceapi.ResourceSlice {
+	t.Helper()
+	list, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list slices: %v", err)
+	}
+	out := make([]*resourceapi.ResourceSlice, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out
+}
+
+// checkNoRaces fails the test when any device (without adminAccess) or
+// counter of the cluster is given to two allocated claims, the invariant
+// of the claim controller.
+func clCheckNoRaces(ctx context.Context, t *testing.T, c *cluster.Cluster) int {
+	t.Helper()
+	list, err := c.Client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list claims: %v", err)
+	}
+	var claims []*resourceapi.ResourceClaim
+	for i := range list.Items {
+		if list.Items[i].Status.Allocation != nil {
+			claims = append(claims, &list.Items[i])
+		}
+	}
+	for _, r := range claimspkg.FindRaces(pool.Group(clAllSlices(ctx, t, c)), claims) {
+		var why []string
+		for _, key := range r.Claims {
+			ns, name, _ := strings.Cut(key, "/")
+			i := slices.IndexFunc(claims, func(cl *resourceapi.ResourceClaim) bool { return cl.Namespace == ns && cl.Name == name })
+			if i < 0 {
+				continue
+			}
+			cl := claims[i]
+			why = append(why, fmt.Sprintf("%s: allocated by %s at %v, reserved %d, events [%s]", name, claimspkg.AllocatedBy(cl),
+				cl.Status.Allocation.AllocationTimestamp, len(cl.Status.ReservedFor), clClaimEvents(ctx, c, ns, name)))
+		}
+		t.Errorf("given twice: %s\n  %s", r, strings.Join(why, "\n  "))
+	}
+	return len(claims)
+}
+
+// waitStackClaims waits until the DRAStack reports ClaimsReady with the
+// status and reason, and returns the claim counts.
+func clWaitStackClaims(ctx context.Context, t *testing.T, crc client.Client, status metav1.ConditionStatus, reason string, ok func(v1alpha1.ClaimCounts) bool) v1alpha1.ClaimCounts {
+	t.Helper()
+	var last v1alpha1.DRAStackStatus
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		var st v1alpha1.DRAStack
+		if err := crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st); err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		last = st.Status
+		for _, cond := range st.Status.Conditions {
+			if cond.Type == v1alpha1.ConditionClaimsReady && cond.Status == status && cond.Reason == reason &&
+				st.Status.Claims != nil && ok(*st.Status.Claims) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("DRAStack: waiting for ClaimsReady=%s (%s): %v; claims %+v, conditions %+v", status, reason, err, last.Claims, last.Conditions)
+	}
+	return *last.Claims
+}
+
+// metricValue reads a counter or gauge of the process's controller-runtime
+// registry (the in-process operator's metrics), summed over labels that
+// match.
+func clMetric(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			match := true
+			for _, lp := range m.GetLabel() {
+				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
+					match = false
+				}
+			}
+			if !match {
+				continue
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+// deleteNamespaceAndWait removes a suite's namespace and waits until it is
+// gone, so that later runs can create it again.
+func clDeleteNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) {
+	t.Helper()
+	_ = c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	if err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("namespace %s not deleted: %v", ns, err)
+	}
+}
+
+// removeSelfSignedWebhook unregisters the suite's webhook so that later
+// suites do not call an operator that is gone.
+func clRemoveWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, claimsctrl.SelfSignedWebhookConfigName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete the webhook configuration: %v", err)
+	}
+}
