@@ -396,35 +396,8 @@ func since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Mil
 // there is none. It reports whether it created it and the previous value.
 func applyMultiHost(ctx context.Context, t *testing.T, crc client.Client, spec []v1alpha1.MultiHostSpec) (bool, []v1alpha1.MultiHostSpec) {
 	t.Helper()
-	var created bool
-	var prev []v1alpha1.MultiHostSpec
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, mhTimeout, true, func(ctx context.Context) (bool, error) {
-		var st v1alpha1.DRAStack
-		err := crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st)
-		if apierrors.IsNotFound(err) {
-			st = v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}, Spec: v1alpha1.DRAStackSpec{MultiHost: spec}}
-			if err := crc.Create(ctx, &st); err != nil {
-				t.Logf("create DRAStack: %v", err)
-				return false, nil
-			}
-			created = true
-			return true, nil
-		}
-		if err != nil {
-			return false, nil //nolint:nilerr // retried
-		}
-		prev = st.Spec.MultiHost
-		st.Spec.MultiHost = spec
-		if err := crc.Update(ctx, &st); err != nil {
-			t.Logf("update DRAStack: %v", err)
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("write DRAStack spec.multiHost: %v", err)
-	}
-	return created, prev
+	created, prev := writeStackSpec(ctx, t, crc, mhTimeout, func(s *v1alpha1.DRAStackSpec) { s.MultiHost = spec })
+	return created, prev.MultiHost
 }
 
 // currentPools groups the driver's slices into pools by name.

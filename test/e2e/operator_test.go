@@ -6,7 +6,15 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
 )
@@ -36,4 +44,42 @@ func runOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, probeNS 
 			}
 		})
 	}
+}
+
+// writeStackSpec changes the DRAStack spec with change, creating the
+// DRAStack when there is none, and retries until the write succeeds or
+// timeout passes. It reports whether it created the DRAStack, and the spec
+// it replaced (zero when it created it), so a suite can restore it.
+func writeStackSpec(ctx context.Context, t *testing.T, crc client.Client, timeout time.Duration, change func(*v1alpha1.DRAStackSpec)) (bool, v1alpha1.DRAStackSpec) {
+	t.Helper()
+	var created bool
+	var prev v1alpha1.DRAStackSpec
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		var st v1alpha1.DRAStack
+		err := crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st)
+		if apierrors.IsNotFound(err) {
+			st = v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}}
+			change(&st.Spec)
+			if err := crc.Create(ctx, &st); err != nil {
+				t.Logf("create DRAStack: %v", err)
+				return false, nil
+			}
+			created = true
+			return true, nil
+		}
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		prev = *st.Spec.DeepCopy()
+		change(&st.Spec)
+		if err := crc.Update(ctx, &st); err != nil {
+			t.Logf("update DRAStack: %v", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("write DRAStack spec: %v", err)
+	}
+	return created, prev
 }

@@ -323,35 +323,8 @@ func TestPools(t *testing.T) {
 // is none; it returns whether it created it and the previous spec.pools.
 func setPoolsSpec(ctx context.Context, t *testing.T, crc client.Client, spec v1alpha1.PoolsSpec) (bool, v1alpha1.PoolsSpec) {
 	t.Helper()
-	var created bool
-	var prev v1alpha1.PoolsSpec
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, poolsTimeout, true, func(ctx context.Context) (bool, error) {
-		var st v1alpha1.DRAStack
-		err := crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st)
-		if apierrors.IsNotFound(err) {
-			st = v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}, Spec: v1alpha1.DRAStackSpec{Pools: spec}}
-			if err := crc.Create(ctx, &st); err != nil {
-				t.Logf("create DRAStack: %v", err)
-				return false, nil
-			}
-			created = true
-			return true, nil
-		}
-		if err != nil {
-			return false, nil //nolint:nilerr // retried
-		}
-		prev = st.Spec.Pools
-		st.Spec.Pools = spec
-		if err := crc.Update(ctx, &st); err != nil {
-			t.Logf("update DRAStack: %v", err)
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("write DRAStack spec.pools: %v", err)
-	}
-	return created, prev
+	created, prev := writeStackSpec(ctx, t, crc, poolsTimeout, func(s *v1alpha1.DRAStackSpec) { s.Pools = spec })
+	return created, prev.Pools
 }
 
 func restorePoolsSpec(ctx context.Context, t *testing.T, crc client.Client, created bool, prev v1alpha1.PoolsSpec) {
