@@ -29,11 +29,11 @@ import (
 	"github.com/drastack/drastack/test/cluster"
 )
 
-// The multi-host suite: two interconnect domains "a" and "b" of 2x4 kwok
-// hosts with 2x2 chips each (a 4x8 chip grid per domain), published by the
+// The multi-host suite: two interconnect domains "a" and "b" of 4x4 kwok
+// hosts with 2x2 chips each (an 8x8 chip grid per domain), published by the
 // operator's central publisher from DRAStack spec.multiHost. Per complete
-// domain: 8 2x2 devices (one host), 4 2x4 (two hosts), 2 4x4 (four hosts)
-// and one 4x8 (all eight hosts), 15 devices in one counter slice and one
+// domain: 16 2x2 devices (one host), 8 2x4 (two hosts), 4 4x4 (four hosts)
+// and one 8x8 (all sixteen hosts), 29 devices in one counter slice and one
 // device slice.
 const (
 	mhNamespace   = "multihost"
@@ -44,7 +44,10 @@ const (
 	mhCoordsLabel = "e2e.drastack.io/tpu-coords"
 	mhEntry       = "tpu"
 	mhBadEntry    = "bad"
-	mhDevices     = 15
+	mhDevices     = 29
+	mhHostsX      = 4 // hosts of a domain along dimension 0
+	mhHostsY      = 4 // hosts of a domain along dimension 1
+	mhHosts       = mhHostsX * mhHostsY
 	mhTimeout     = 90 * time.Second
 )
 
@@ -56,8 +59,8 @@ func mhNode(domain string, x, y int) string { return fmt.Sprintf("tpu-%s-%d-%d",
 func mhNodes() []string {
 	var out []string
 	for _, d := range mhDomains {
-		for x := 0; x < 2; x++ {
-			for y := 0; y < 4; y++ {
+		for x := 0; x < mhHostsX; x++ {
+			for y := 0; y < mhHostsY; y++ {
 				out = append(out, mhNode(d, x, y))
 			}
 		}
@@ -67,7 +70,7 @@ func mhNodes() []string {
 
 // mhSpec is the suite's spec.multiHost: the valid entry and an entry over
 // the same nodes with a shape that does not tile the grid (3 chips do not
-// divide 4), which must be rejected without touching the valid one.
+// divide 8), which must be rejected without touching the valid one.
 func mhSpec(policy v1alpha1.MissingHostPolicy) []v1alpha1.MultiHostSpec {
 	valid := v1alpha1.MultiHostSpec{
 		Name:              mhEntry,
@@ -75,9 +78,9 @@ func mhSpec(policy v1alpha1.MissingHostPolicy) []v1alpha1.MultiHostSpec {
 		NodeSelector:      &metav1.LabelSelector{MatchLabels: map[string]string{mhSelectLabel: "true"}},
 		DomainLabel:       mhDomainLabel,
 		CoordinatesLabel:  mhCoordsLabel,
-		HostGrid:          []int32{2, 4},
+		HostGrid:          []int32{mhHostsX, mhHostsY},
 		ChipsPerHost:      []int32{2, 2},
-		Partitions:        []string{"2x2", "2x4", "4x4", "4x8"},
+		Partitions:        []string{"2x2", "2x4", "4x4", "8x8"},
 		MissingHostPolicy: policy,
 	}
 	bad := *valid.DeepCopy()
@@ -114,8 +117,8 @@ func TestMultiHost(t *testing.T) {
 			begin := time.Now()
 			var specs []cluster.NodeSpec
 			for _, d := range mhDomains {
-				for x := 0; x < 2; x++ {
-					for y := 0; y < 4; y++ {
+				for x := 0; x < mhHostsX; x++ {
+					for y := 0; y < mhHostsY; y++ {
 						specs = append(specs, cluster.NodeSpec{Name: mhNode(d, x, y), Labels: map[string]string{
 							mhSelectLabel: "true", mhDomainLabel: d, mhCoordsLabel: fmt.Sprintf("%d.%d", x, y),
 						}})
@@ -145,7 +148,7 @@ func TestMultiHost(t *testing.T) {
 		Assess("each complete domain is one valid pool of a counter slice and a device slice, owned by the DRAStack", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c, s := mustCluster(ctx, t), mhFrom(ctx, t)
 			begin := time.Now()
-			pools := waitPools(ctx, t, c, "both pools complete with 15 devices", func(ps map[string]*pool.Pool) bool {
+			pools := waitPools(ctx, t, c, fmt.Sprintf("both pools complete with %d devices", mhDevices), func(ps map[string]*pool.Pool) bool {
 				return len(ps) == 2 && settled(ps["tpu-a"], mhDevices) && settled(ps["tpu-b"], mhDevices)
 			})
 			t.Logf("timing: DRAStack written -> both pools published and settled in %s", since(begin))
@@ -167,7 +170,7 @@ func TestMultiHost(t *testing.T) {
 				}
 			}
 			waitEntryStatus(ctx, t, s.crc, mhEntry, "two pools published without problems", func(st v1alpha1.MultiHostStatus) bool {
-				return st.Pools == 2 && st.Hosts == 16 && st.Devices == 2*mhDevices && st.Slices == 4 && len(st.Problems) == 0
+				return st.Pools == 2 && int(st.Hosts) == len(mhDomains)*mhHosts && st.Devices == 2*mhDevices && st.Slices == 4 && len(st.Problems) == 0
 			})
 			waitHealthyDevicePools(ctx, t, s.crc, "tpu-a", "tpu-b")
 			return ctx
@@ -203,15 +206,15 @@ func TestMultiHost(t *testing.T) {
 			}
 			t.Logf("2x4 device %s on hosts %v of domain %s, pod on %s", dev1.Name, hosts1, domain, p1.Spec.NodeName)
 
-			// The domain's only 4x8 device overlaps every other device of
+			// The domain's only 8x8 device overlaps every other device of
 			// the domain: the scheduler must find it unavailable.
 			inDomain := `device.attributes["` + mhDriver + `"].domain == "` + domain + `"`
-			createTemplate(ctx, t, c, "tpu-4x8", `device.attributes["`+mhDriver+`"].shape == "4x8" && `+inDomain)
-			p2 := createPod(ctx, t, c, "whole-domain", "tpu-4x8")
+			createTemplate(ctx, t, c, "tpu-8x8", `device.attributes["`+mhDriver+`"].shape == "8x8" && `+inDomain)
+			p2 := createPod(ctx, t, c, "whole-domain", "tpu-8x8")
 			waitUnschedulable(ctx, t, c, p2.Name)
 
-			// One of the domain's two 4x4 devices overlaps the 2x4; the
-			// scheduler must take the other.
+			// One of the domain's four 4x4 devices overlaps the 2x4; the
+			// scheduler must take one of the other three.
 			createTemplate(ctx, t, c, "tpu-4x4", `device.attributes["`+mhDriver+`"].shape == "4x4" && `+inDomain)
 			p3 := waitPodRunning(ctx, t, c, mhNamespace, createPod(ctx, t, c, "slice-4x4", "tpu-4x4").Name)
 			dev3 := podDevice(ctx, t, c, pools, p3)
@@ -225,17 +228,17 @@ func TestMultiHost(t *testing.T) {
 				}
 			}
 			if p, err := c.Client.CoreV1().Pods(mhNamespace).Get(ctx, p2.Name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
-				t.Errorf("the 4x8 pod got scheduled while the domain was partly allocated (%v)", err)
+				t.Errorf("the 8x8 pod got scheduled while the domain was partly allocated (%v)", err)
 			}
 
-			// Releasing both frees the counters: the 4x8 pod runs.
+			// Releasing both frees the counters: the 8x8 pod runs.
 			begin = time.Now()
 			deletePods(ctx, t, c, p1.Name, p3.Name)
 			p2 = waitPodRunning(ctx, t, c, mhNamespace, p2.Name)
-			t.Logf("timing: 2x4 and 4x4 pods deleted -> 4x8 pod Running in %s", since(begin))
+			t.Logf("timing: 2x4 and 4x4 pods deleted -> 8x8 pod Running in %s", since(begin))
 			dev2 := podDevice(ctx, t, c, pools, p2)
-			if hosts := dev2.Attributes["hosts"].StringValues; len(hosts) != 8 || !slices.Contains(hosts, p2.Spec.NodeName) {
-				t.Errorf("4x8 pod on node %s, device %s spans %v: want the 8 hosts of domain %s", p2.Spec.NodeName, dev2.Name, hosts, domain)
+			if hosts := dev2.Attributes["hosts"].StringValues; len(hosts) != mhHosts || !slices.Contains(hosts, p2.Spec.NodeName) {
+				t.Errorf("8x8 pod on node %s, device %s spans %v: want the %d hosts of domain %s", p2.Spec.NodeName, dev2.Name, hosts, mhHosts, domain)
 			}
 			deletePods(ctx, t, c, p2.Name)
 			return ctx
@@ -270,8 +273,9 @@ func TestMultiHost(t *testing.T) {
 			if err := c.DeleteNode(ctx, gone); err != nil {
 				t.Fatal(err)
 			}
-			// Host 1.3 is in one 2x2, one 2x4, one 4x4 and the 4x8.
-			after := waitPools(ctx, t, c, "pool tpu-a republished with 11 devices", func(ps map[string]*pool.Pool) bool {
+			// Host 1.3 is in one 2x2, one 2x4 (hosts 1.2-1.3), one 4x4
+			// (hosts 0.2-1.3) and the 8x8.
+			after := waitPools(ctx, t, c, fmt.Sprintf("pool tpu-a republished with %d devices", mhDevices-4), func(ps map[string]*pool.Pool) bool {
 				return settled(ps["tpu-a"], mhDevices-4) && settled(ps["tpu-b"], mhDevices)
 			})
 			t.Logf("timing: node deleted -> pool republished in %s", since(begin))
@@ -288,7 +292,7 @@ func TestMultiHost(t *testing.T) {
 			for _, pr := range after["tpu-a"].Problems {
 				t.Errorf("pool tpu-a: %s %s: %s", pr.Severity, pr.Reason, pr.Message)
 			}
-			waitEntryStatus(ctx, t, s.crc, mhEntry, "26 devices and the missing host reported", func(st v1alpha1.MultiHostStatus) bool {
+			waitEntryStatus(ctx, t, s.crc, mhEntry, fmt.Sprintf("%d devices and the missing host reported", 2*mhDevices-4), func(st v1alpha1.MultiHostStatus) bool {
 				return st.Pools == 2 && st.Devices == 2*mhDevices-4 && hasProblem(st, "MissingHost", "1.3")
 			})
 			return ctx
