@@ -200,7 +200,9 @@ func StaleHolds(claims []*resourceapi.ResourceClaim, now time.Time) []*resourcea
 			keeper = byUID[string(h.OwnerReferences[0].UID)]
 		}
 		if keeper == nil || keeper.Status.Allocation == nil || !slices.ContainsFunc(keeper.Status.Allocation.Devices.Results,
-			func(r resourceapi.DeviceRequestAllocationResult) bool { return DeviceKey(r) == h.Annotations[HoldDeviceAnnotation] }) {
+			func(r resourceapi.DeviceRequestAllocationResult) bool {
+				return DeviceKey(r) == h.Annotations[HoldDeviceAnnotation]
+			}) {
 			out = append(out, h)
 		}
 	}
