@@ -53,9 +53,15 @@ pids+=($!)
 wait_for "the control plane" 180 grep -q "cluster ready" "$LOGS/localcluster.log"
 
 echo "== starting the operator"
+# The pod webhook of the claim controller listens on 127.0.0.1 with a
+# certificate made at startup and registers itself by URL.
 "$BIN/manager" --kubeconfig "$KUBECONFIG" --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  --webhook-port "${DEMO_WEBHOOK_PORT:-9443}" --webhook-self-signed \
   > "$LOGS/manager.log" 2>&1 &
 pids+=($!)
+# Pods created before the webhook is registered would not be gated.
+wait_for "the pod webhook to be registered" 60 \
+  "$KUBECTL" get mutatingwebhookconfiguration drastack-claim-gate
 
 echo "== applying config/samples"
 for f in "$ROOT"/config/samples/drastack_*.yaml; do
@@ -76,6 +82,10 @@ wait_for "DRAStack default to be Ready" 180 \
 wait_for "ResourceSlices to be published" 120 \
   bash -c "[ \"\$('$KUBECTL' get resourceslices -o name | wc -l)\" -gt 0 ]"
 wait_for "DevicePools to be reported" 120 bash -c "[ \"\$('$KUBECTL' get pool -o name | wc -l)\" -gt 0 ]"
+if [ -f "$ROOT/config/samples/demo-claims.yaml" ]; then
+  wait_for "the operator to allocate the demo claims" 120 bash -c \
+    "[ -n \"\$('$KUBECTL' get resourceclaim -n demo-claims tpu-2x4 -o jsonpath='{.status.allocation}')\" ] && [ \"\$('$KUBECTL' get pod -n demo-claims mig-pair -o jsonpath='{.status.phase}')\" = Running ]"
+fi
 sleep 2
 
 echo
@@ -91,6 +101,17 @@ echo
 echo "\$ kubectl dra pools broken-gpu.sim.drastack.io/kwok-node-0-faulty   # the problems behind a pool"
 "$BIN/kubectl-dra" pools --kubeconfig "$KUBECONFIG" broken-gpu.sim.drastack.io/kwok-node-0-faulty || true
 echo
+if [ -f "$ROOT/config/samples/demo-claims.yaml" ]; then
+  echo "\$ kubectl get resourceclaims -n demo-claims   # allocated by the operator: a CEL-constrained claim and an immediate multi-host claim"
+  "$KUBECTL" get resourceclaims -n demo-claims -o custom-columns='NAME:.metadata.name,DEVICES:.status.allocation.devices.results[*].device,RESERVED-FOR:.status.reservedFor[*].name'
+  echo
+  echo "\$ kubectl get events -n demo-claims --field-selector reason=Allocated"
+  "$KUBECTL" get events -n demo-claims --field-selector reason=Allocated -o custom-columns='CLAIM:.involvedObject.name,NOTE:.message' || true
+  echo
+  echo "\$ kubectl get pod -n demo-claims -o wide"
+  "$KUBECTL" get pod -n demo-claims -o wide
+  echo
+fi
 echo "\$ kubectl get drastack default -o jsonpath='{.status.cluster}'"
 "$KUBECTL" get drastack default -o jsonpath='{.status.cluster}'; echo
 echo

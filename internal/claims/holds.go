@@ -199,14 +199,22 @@ func StaleHolds(claims []*resourceapi.ResourceClaim, now time.Time) []*resourcea
 		if len(h.OwnerReferences) == 1 {
 			keeper = byUID[string(h.OwnerReferences[0].UID)]
 		}
-		if keeper == nil || keeper.Status.Allocation == nil || !slices.ContainsFunc(keeper.Status.Allocation.Devices.Results,
-			func(r resourceapi.DeviceRequestAllocationResult) bool {
-				return DeviceKey(r) == h.Annotations[HoldDeviceAnnotation]
-			}) {
+		if keeper == nil || !allocates(keeper, h.Annotations[HoldDeviceAnnotation]) {
 			out = append(out, h)
 		}
 	}
 	return out
+}
+
+// allocates reports whether a claim's allocation names the device
+// driver/pool/device.
+func allocates(c *resourceapi.ResourceClaim, device string) bool {
+	if c.Status.Allocation == nil {
+		return false
+	}
+	return slices.ContainsFunc(c.Status.Allocation.Devices.Results, func(r resourceapi.DeviceRequestAllocationResult) bool {
+		return DeviceKey(r) == device
+	})
 }
 
 // String names a kept device for messages.

@@ -42,7 +42,7 @@ type clOperator struct {
 	port int
 }
 
-// startClaimOperator runs the operator with the webhook on a free port of
+// clStartOperator runs the operator with the webhook on a free port of
 // 127.0.0.1 and waits until the API server gates a dry-run pod through it.
 func clStartOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) *clOperator {
 	t.Helper()
@@ -83,7 +83,7 @@ func clFreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitWebhook waits until a dry-run pod that uses a template with CEL
+// clWaitWebhook waits until a dry-run pod that uses a template with CEL
 // constraints comes back with the scheduling gate: the webhook is
 // registered, serving, and reads the DRAStack.
 func clWaitWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, template string) {
@@ -103,42 +103,11 @@ func clWaitWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, te
 	t.Logf("timing: operator started -> webhook gating pods in %s", since(begin))
 }
 
-// applyClaimsSpec sets spec.claims of the DRAStack (creating it if
+// clApplyClaimsSpec sets spec.claims of the DRAStack (creating it if
 // needed) and returns a function that restores what was there.
 func clApplyClaimsSpec(ctx context.Context, t *testing.T, crc client.Client, spec v1alpha1.ClaimsSpec) func() {
 	t.Helper()
-	var created bool
-	var prev v1alpha1.ClaimsSpec
-	first := true
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
-		var st v1alpha1.DRAStack
-		err := crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st)
-		if apierrors.IsNotFound(err) {
-			st = v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}, Spec: v1alpha1.DRAStackSpec{Claims: spec}}
-			if err := crc.Create(ctx, &st); err != nil {
-				t.Logf("create DRAStack: %v", err)
-				return false, nil
-			}
-			created = first
-			return true, nil
-		}
-		if err != nil {
-			return false, nil //nolint:nilerr // retried
-		}
-		if first {
-			prev = st.Spec.Claims
-		}
-		first = false
-		st.Spec.Claims = spec
-		if err := crc.Update(ctx, &st); err != nil {
-			t.Logf("update DRAStack: %v", err)
-			return false, nil
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("write DRAStack spec.claims: %v", err)
-	}
+	created, prev := writeStackSpec(ctx, t, crc, clTimeout, func(s *v1alpha1.DRAStackSpec) { s.Claims = spec })
 	return func() {
 		if created {
 			if err := crc.Delete(ctx, &v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}}); err != nil && !apierrors.IsNotFound(err) {
@@ -146,27 +115,17 @@ func clApplyClaimsSpec(ctx context.Context, t *testing.T, crc client.Client, spe
 			}
 			return
 		}
-		clApplyClaimsSpec(ctx, t, crc, prev)
+		writeStackSpec(ctx, t, crc, clTimeout, func(s *v1alpha1.DRAStackSpec) { s.Claims = prev.Claims })
 	}
 }
 
-// setEngine switches spec.claims.engine, keeping the rest.
+// clSetEngine switches spec.claims.engine, keeping the rest.
 func clSetEngine(ctx context.Context, t *testing.T, crc client.Client, engine v1alpha1.Engine) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
-		var st v1alpha1.DRAStack
-		if err := crc.Get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st); err != nil {
-			return false, nil //nolint:nilerr // retried
-		}
-		st.Spec.Claims.Engine = engine
-		return crc.Update(ctx, &st) == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("set engine %s: %v", engine, err)
-	}
+	writeStackSpec(ctx, t, crc, clTimeout, func(s *v1alpha1.DRAStackSpec) { s.Claims.Engine = engine })
 }
 
-// nodeSlice is a node-local slice of one pool named after the node.
+// clNodeSlice is a node-local slice of one pool named after the node.
 func clNodeSlice(driver, node string, generation int64, devices []resourceapi.Device) *resourceapi.ResourceSlice {
 	return &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-gen%d", node, strings.Split(driver, ".")[0], generation)},
@@ -196,7 +155,7 @@ func clCreateSlices(ctx context.Context, t *testing.T, c *cluster.Cluster, slice
 	}
 }
 
-// exactClaimSpec asks for count devices of class, with optional selector.
+// clClaimSpec asks for count devices of class, with optional selector.
 func clClaimSpec(class string, count int64, selector string) resourceapi.ResourceClaimSpec {
 	req := resourceapi.DeviceRequest{Name: "devices", Exactly: &resourceapi.ExactDeviceRequest{
 		DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
@@ -207,7 +166,7 @@ func clClaimSpec(class string, count int64, selector string) resourceapi.Resourc
 	return resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{req}}}
 }
 
-// celAnnotation is the CEL constraints annotation over all requests.
+// clCEL is the CEL constraints annotation over all requests.
 func clCEL(expr string) map[string]string {
 	return map[string]string{allocator.CELConstraintsAnnotation: fmt.Sprintf(`[{"expression": %q}]`, expr)}
 }
@@ -239,7 +198,7 @@ func clCreateClaim(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, na
 	return got
 }
 
-// sharedClaimPod is a pod that uses an existing claim by name.
+// clSharedPod is a pod that uses an existing claim by name.
 func clSharedPod(ns, name, claim string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -263,7 +222,7 @@ func clCreatePod(ctx context.Context, t *testing.T, c *cluster.Cluster, pod *cor
 	return got
 }
 
-// waitClaim polls a claim until ok holds and returns it.
+// clWaitClaim polls a claim until ok holds and returns it.
 func clWaitClaim(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, what string, ok func(*resourceapi.ResourceClaim) bool) *resourceapi.ResourceClaim {
 	t.Helper()
 	var last *resourceapi.ResourceClaim
@@ -290,7 +249,7 @@ func clClaimSummary(cl *resourceapi.ResourceClaim) string {
 	return fmt.Sprintf("allocated=%v reservedFor=%d finalizers=%v deleting=%v", cl.Status.Allocation != nil, len(cl.Status.ReservedFor), cl.Finalizers, cl.DeletionTimestamp != nil)
 }
 
-// claimEvents lists "reason: note" of the Events on a claim.
+// clClaimEvents lists "reason: note" of the Events on a claim.
 func clClaimEvents(ctx context.Context, c *cluster.Cluster, ns, name string) string {
 	var out []string
 	for _, e := range clEventsOn(ctx, c, ns, "ResourceClaim", name) {
@@ -313,7 +272,7 @@ func clEventsOn(ctx context.Context, c *cluster.Cluster, ns, kind, name string) 
 	return out
 }
 
-// waitClaimEvent waits for an Event with the reason on the claim whose
+// clWaitClaimEvent waits for an Event with the reason on the claim whose
 // note contains mention, and returns it.
 func clWaitClaimEvent(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, reason, mention string) eventsv1.Event {
 	t.Helper()
@@ -333,7 +292,7 @@ func clWaitClaimEvent(ctx context.Context, t *testing.T, c *cluster.Cluster, ns,
 	return found
 }
 
-// eventCount counts an Event with its series.
+// clEventCount counts an Event with its series.
 func clEventCount(e eventsv1.Event) int32 {
 	if e.Series != nil {
 		return e.Series.Count
@@ -341,7 +300,7 @@ func clEventCount(e eventsv1.Event) int32 {
 	return 1
 }
 
-// podClaimName waits until kube-controller-manager has created the claim
+// clPodClaimName waits until kube-controller-manager has created the claim
 // of a template entry and returns its name.
 func clPodClaimName(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, pod string) string {
 	t.Helper()
@@ -365,7 +324,7 @@ func clPodClaimName(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, p
 	return name
 }
 
-// deviceAttrs looks up the attributes of allocated devices in the
+// clDeviceAttrs looks up the attributes of allocated devices in the
 // published pools.
 func clDeviceAttrs(ctx context.Context, t *testing.T, c *cluster.Cluster, driver string, results []resourceapi.DeviceRequestAllocationResult) []map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	t.Helper()
@@ -385,7 +344,7 @@ func clDeviceAttrs(ctx context.Context, t *testing.T, c *cluster.Cluster, driver
 	return out
 }
 
-// poolsOf groups the slices of one driver into pools by name.
+// clPoolsOf groups the slices of one driver into pools by name.
 func clPoolsOf(ctx context.Context, t *testing.T, c *cluster.Cluster, driver string) map[string]*pool.Pool {
 	t.Helper()
 	slices := clAllSlices(ctx, t, c)
@@ -411,7 +370,7 @@ func clAllSlices(ctx context.Context, t *testing.T, c *cluster.Cluster) []*resou
 	return out
 }
 
-// checkNoRaces fails the test when any device (without adminAccess) or
+// clCheckNoRaces fails the test when any device (without adminAccess) or
 // counter of the cluster is given to two allocated claims, the invariant
 // of the claim controller.
 func clCheckNoRaces(ctx context.Context, t *testing.T, c *cluster.Cluster) int {
@@ -443,7 +402,7 @@ func clCheckNoRaces(ctx context.Context, t *testing.T, c *cluster.Cluster) int {
 	return len(claims)
 }
 
-// waitStackClaims waits until the DRAStack reports ClaimsReady with the
+// clWaitStackClaims waits until the DRAStack reports ClaimsReady with the
 // status and reason, and returns the claim counts.
 func clWaitStackClaims(ctx context.Context, t *testing.T, crc client.Client, status metav1.ConditionStatus, reason string, ok func(v1alpha1.ClaimCounts) bool) v1alpha1.ClaimCounts {
 	t.Helper()
@@ -468,7 +427,7 @@ func clWaitStackClaims(ctx context.Context, t *testing.T, crc client.Client, sta
 	return *last.Claims
 }
 
-// metricValue reads a counter or gauge of the process's controller-runtime
+// clMetric reads a counter or gauge of the process's controller-runtime
 // registry (the in-process operator's metrics), summed over labels that
 // match.
 func clMetric(t *testing.T, name string, labels map[string]string) float64 {
@@ -505,7 +464,53 @@ func clMetric(t *testing.T, name string, labels map[string]string) float64 {
 	return sum
 }
 
-// deleteNamespaceAndWait removes a suite's namespace and waits until it is
+// clHistogram reads the cumulative bucket counts (upper bound -> count) of
+// a histogram of the process's controller-runtime registry, summed over
+// labels.
+func clHistogram(t *testing.T, name string) map[float64]uint64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	out := map[float64]uint64{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, b := range m.GetHistogram().GetBucket() {
+				out[b.GetUpperBound()] += b.GetCumulativeCount()
+			}
+		}
+	}
+	return out
+}
+
+// clQuantile is the upper bound of the bucket holding quantile q of the
+// observations made between two clHistogram readings.
+func clQuantile(before, after map[float64]uint64, q float64) string {
+	var bounds []float64
+	for b := range after {
+		bounds = append(bounds, b)
+	}
+	slices.Sort(bounds)
+	if len(bounds) == 0 {
+		return "n/a"
+	}
+	total := after[bounds[len(bounds)-1]] - before[bounds[len(bounds)-1]]
+	if total == 0 {
+		return "n/a"
+	}
+	for _, b := range bounds {
+		if float64(after[b]-before[b]) >= q*float64(total) {
+			return fmt.Sprintf("<= %gs", b)
+		}
+	}
+	return fmt.Sprintf("> %gs", bounds[len(bounds)-1])
+}
+
+// clDeleteNamespace removes a suite's namespace and waits until it is
 // gone, so that later runs can create it again.
 func clDeleteNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) {
 	t.Helper()
@@ -518,7 +523,7 @@ func clDeleteNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster, ns
 	}
 }
 
-// removeSelfSignedWebhook unregisters the suite's webhook so that later
+// clRemoveWebhook unregisters the suite's webhook so that later
 // suites do not call an operator that is gone.
 func clRemoveWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()

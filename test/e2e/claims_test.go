@@ -40,6 +40,8 @@ const (
 	gridDriver   = "grid.claims.e2e.drastack.io"
 	tpuDriver    = "tpu.claims.e2e.drastack.io"
 	genDriver    = "gen.claims.e2e.drastack.io"
+	raceDriver   = "race.claims.e2e.drastack.io"
+	raceClass    = "claims-race"
 	ringClass    = "claims-ring"
 	gridClass    = "claims-grid"
 	tpuClass     = "claims-tpu"
@@ -107,7 +109,7 @@ func TestClaims(t *testing.T) {
 			}
 			for _, dc := range []*resourceapi.DeviceClass{
 				deviceClass(ringClass, ringDriver, ""), deviceClass(gridClass, gridDriver, ""),
-				deviceClass(tpuClass, tpuDriver, ""), deviceClass(genClass, genDriver, ""),
+				deviceClass(tpuClass, tpuDriver, ""), deviceClass(genClass, genDriver, ""), deviceClass(raceClass, raceDriver, ""),
 			} {
 				if _, err := c.Client.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 					t.Fatal(err)
@@ -274,6 +276,47 @@ func TestClaims(t *testing.T) {
 			clWaitStackClaims(ctx, t, s.crc, metav1.ConditionTrue, claimspkg.ReasonKeepingUp, func(v1alpha1.ClaimCounts) bool { return true })
 			return ctx
 		}).
+		Assess("with gatePods off, kube-scheduler allocates a CEL claim itself, and the operator says whether its constraints hold", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c, s := mustCluster(ctx, t), clFrom(ctx, t)
+			writeStackSpec(ctx, t, s.crc, clTimeout, func(sp *v1alpha1.DRAStackSpec) {
+				sp.Claims.GatePods = ptr.To(false)
+				sp.Claims.Engine = v1alpha1.EngineUpstream // the operator cannot allocate it either
+			})
+			defer writeStackSpec(ctx, t, s.crc, clTimeout, func(sp *v1alpha1.DRAStackSpec) {
+				sp.Claims.GatePods = ptr.To(true)
+				sp.Claims.Engine = v1alpha1.EngineNative
+			})
+			var pod *corev1.Pod
+			if err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+				// The webhook reads the DRAStack from its cache: retry until
+				// it sees gatePods off.
+				p, err := c.Client.CoreV1().Pods(clNamespace).Create(ctx, claimPod(clNamespace, "grid-bypass", "grid-2x2"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err == nil && !claimspkg.HasGate(p), nil
+			}); err != nil {
+				t.Fatalf("pods are still gated with gatePods off: %v", err)
+			}
+			pod = clCreatePod(ctx, t, c, claimPod(clNamespace, "grid-bypass", "grid-2x2"))
+			pod = waitPodRunning(ctx, t, c, clNamespace, pod.Name)
+			name := clPodClaimName(ctx, t, c, clNamespace, pod.Name)
+			claim := clWaitClaim(ctx, t, c, clNamespace, name, "allocation", clAllocated)
+			if by := claimspkg.AllocatedBy(claim); by != "kube-scheduler" {
+				t.Fatalf("claim %s allocated by %q, want kube-scheduler", name, by)
+			}
+			rows, cols := map[int64]bool{}, map[int64]bool{}
+			for _, a := range clDeviceAttrs(ctx, t, c, gridDriver, claim.Status.Allocation.Devices.Results) {
+				rows[*a["row"].IntValue], cols[*a["col"].IntValue] = true, true
+			}
+			want := "its CEL constraints hold"
+			if !clAdjacentPair(rows) || !clAdjacentPair(cols) {
+				want = "its CEL constraints do not hold"
+			}
+			e := clWaitClaimEvent(ctx, t, c, clNamespace, name, claimsctrl.EventBypassed, want)
+			t.Logf("kube-scheduler gave rows %v, columns %v; event: %s", clKeys(rows), clKeys(cols), e.Note)
+			if err := c.Client.CoreV1().Pods(clNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+				t.Fatal(err)
+			}
+			return ctx
+		}).
 		Assess("an invalid CEL constraint gets one Event and no retries until the claim changes", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c, s := mustCluster(ctx, t), clFrom(ctx, t)
 			clCreateClaim(ctx, t, c, clNamespace, "bad-cel", nil, clCEL("size(devices ==="), clClaimSpec(ringClass, 1, ""))
@@ -342,7 +385,7 @@ func TestClaims(t *testing.T) {
 			var burst []string
 			for i := range 4 {
 				name := fmt.Sprintf("gen-any-%d", i)
-				clCreateClaim(ctx, t, c, clNamespace, name, immediate, nil, clClaimSpec(genClass, 1, ""))
+				clCreateClaim(ctx, t, c, clNamespace, name, immediate, nil, clClaimSpec(genClass, 1, "device.attributes['"+genDriver+"'].version == 1"))
 				burst = append(burst, name)
 			}
 			time.Sleep(2 * time.Second)
@@ -374,6 +417,54 @@ func TestClaims(t *testing.T) {
 				}
 			}
 			clCheckNoRaces(ctx, t, c)
+			return ctx
+		}).
+		Assess("a claim that lost a race is allocated again, and a hold keeps kube-scheduler counting the device the winner keeps", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c := mustCluster(ctx, t)
+			clCreateSlices(ctx, t, c, clNodeSlice(raceDriver, genNode, 1, []resourceapi.Device{{Name: "r0"}, {Name: "r1"}}))
+			immediate := map[string]string{claimspkg.AllocationLabel: claimspkg.AllocationImmediate}
+			ours := clWaitClaim(ctx, t, c, clNamespace, clCreateClaim(ctx, t, c, clNamespace, "race-ours", immediate, nil, clClaimSpec(raceClass, 1, "")).Name, "allocation", clAllocated)
+			taken := ours.Status.Allocation.Devices.Results[0]
+
+			// kube-scheduler's late write, as it happens when it chose the
+			// same device before it saw the operator's allocation: another
+			// claim gets the device, written under kube-scheduler's name.
+			theirs := clCreateClaim(ctx, t, c, clNamespace, "race-theirs", nil, nil, clClaimSpec(raceClass, 1, ""))
+			theirs.Status.Allocation = &resourceapi.AllocationResult{
+				Devices:             resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "devices", Driver: taken.Driver, Pool: taken.Pool, Device: taken.Device}}},
+				AllocationTimestamp: ptr.To(metav1.Now()),
+			}
+			begin := time.Now()
+			if _, err := c.Client.ResourceV1().ResourceClaims(clNamespace).UpdateStatus(ctx, theirs, metav1.UpdateOptions{FieldManager: "kube-scheduler"}); err != nil {
+				t.Fatal(err)
+			}
+			clWaitClaimEvent(ctx, t, c, clNamespace, "race-ours", claimsctrl.EventLostRace, taken.Device)
+			again := clWaitClaim(ctx, t, c, clNamespace, "race-ours", "a new allocation", func(cl *resourceapi.ResourceClaim) bool {
+				return cl.Status.Allocation != nil && cl.Status.Allocation.Devices.Results[0].Device != taken.Device
+			})
+			t.Logf("timing: colliding write -> operator's claim moved from %s to %s in %s", taken.Device, again.Status.Allocation.Devices.Results[0].Device, since(begin))
+			hold := waitHold(ctx, t, c, func(h *resourceapi.ResourceClaim) bool {
+				return h.Status.Allocation != nil && h.OwnerReferences[0].Name == "race-theirs" &&
+					h.Annotations[claimspkg.HoldDeviceAnnotation] == claimspkg.DeviceKey(taken)
+			})
+			t.Logf("hold %s keeps %s counted for race-theirs", hold.Name, hold.Annotations[claimspkg.HoldDeviceAnnotation])
+			clCheckNoRaces(ctx, t, c)
+
+			// The keeper gives the device back: the hold goes with it.
+			theirs, err := c.Client.ResourceV1().ResourceClaims(clNamespace).Get(ctx, "race-theirs", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs.Status.Allocation = nil
+			if _, err := c.Client.ResourceV1().ResourceClaims(clNamespace).UpdateStatus(ctx, theirs, metav1.UpdateOptions{FieldManager: "kube-scheduler"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+				_, err := c.Client.ResourceV1().ResourceClaims(clNamespace).Get(ctx, hold.Name, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			}); err != nil {
+				t.Errorf("hold %s outlives its keeper's allocation: %v", hold.Name, err)
+			}
 			return ctx
 		}).
 		Assess("claims deleted while the operator allocates them leave nothing behind", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -417,13 +508,13 @@ func TestClaims(t *testing.T) {
 			}
 			clRemoveWebhook(ctx, t, c)
 			clDeleteNamespace(ctx, t, c, clNamespace)
-			for _, d := range []string{ringDriver, gridDriver, tpuDriver, genDriver} {
+			for _, d := range []string{ringDriver, gridDriver, tpuDriver, genDriver, raceDriver} {
 				sel := "spec.driver=" + d
 				if err := c.Client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: sel}); err != nil {
 					t.Errorf("delete slices of %s: %v", d, err)
 				}
 			}
-			for _, dc := range []string{ringClass, gridClass, tpuClass, genClass} {
+			for _, dc := range []string{ringClass, gridClass, tpuClass, genClass, raceClass} {
 				_ = c.Client.ResourceV1().DeviceClasses().Delete(ctx, dc, metav1.DeleteOptions{})
 			}
 			for _, n := range clNodes() {
@@ -437,7 +528,31 @@ func TestClaims(t *testing.T) {
 	testenv.Test(t, feature)
 }
 
-// publishClaimSuiteSlices publishes the suite's devices: a ring of 8 with
+// waitHold waits for a hold claim of the suite's namespace that ok
+// accepts.
+func waitHold(ctx context.Context, t *testing.T, c *cluster.Cluster, ok func(*resourceapi.ResourceClaim) bool) *resourceapi.ResourceClaim {
+	t.Helper()
+	var found *resourceapi.ResourceClaim
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Client.ResourceV1().ResourceClaims(clNamespace).List(ctx, metav1.ListOptions{LabelSelector: claimspkg.HoldLabel + "=true"})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		for i := range list.Items {
+			if h := &list.Items[i]; len(h.OwnerReferences) == 1 && ok(h) {
+				found = h
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no hold claim: %v", err)
+	}
+	return found
+}
+
+// clPublishSlices publishes the suite's devices: a ring of 8 with
 // an index, a 4x4 grid with row and col, a 2x2-host multi-host pool of
 // 2x2 chips per host (KEP-4815, through internal/topology as the central
 // publisher would), and 8 devices of version 1 that a later step
@@ -478,7 +593,7 @@ func clPublishSlices(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Logf("published %d multi-host slices with %d devices", len(res.Slices), res.Summary.Devices)
 }
 
-// checkOperatorAllocation checks that the operator allocated the claim the
+// clCheckOperatorAllocation checks that the operator allocated the claim the
 // way kube-scheduler would have: finalizer, timestamp, reserved for the
 // pod, an Allocated Event, and the pod's gate removal Event.
 func clCheckOperatorAllocation(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, pod *corev1.Pod) *resourceapi.ResourceClaim {
@@ -531,7 +646,7 @@ func contiguous(idx []int64, n int) bool {
 	return true
 }
 
-// adjacentPair: exactly two values, one apart.
+// clAdjacentPair: exactly two values, one apart.
 func clAdjacentPair(m map[int64]bool) bool {
 	k := clKeys(m)
 	return len(k) == 2 && k[1]-k[0] == 1

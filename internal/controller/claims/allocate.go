@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -61,6 +62,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.allocate(ctx, cfg, &claim)
 	case claimspkg.ActionAllocated:
 		r.forget(req.NamespacedName)
+		if d.Why == claimspkg.WhyCELConstraints {
+			r.reportBypass(ctx, &claim)
+		}
 		if !r.suspect(claim.UID) {
 			return ctrl.Result{}, nil
 		}
@@ -173,7 +177,7 @@ func (r *Reconciler) failed(ctx context.Context, claim *resourceapi.ResourceClai
 	if outcome == claimspkg.OutcomeError {
 		return ctrl.Result{}, fmt.Errorf("allocate claim %s: %w", key, err)
 	}
-	log.FromContext(ctx).Info("DEBUG Claim cannot be allocated now", "claim", key, "outcome", outcome, "reason", msg)
+	log.FromContext(ctx).V(1).Info("Claim cannot be allocated now", "claim", key, "outcome", outcome, "reason", msg)
 	return ctrl.Result{RequeueAfter: r.backoff.When(key)}, nil
 }
 
@@ -214,5 +218,20 @@ func (r *Reconciler) event(obj *resourceapi.ResourceClaim, eventType, reason, ac
 	if r.Recorder == nil {
 		return
 	}
-	r.Recorder.Eventf(obj, nil, eventType, reason, action, note, args...)
+	r.Recorder.Eventf(obj, nil, eventType, reason, action, "%s", shorten(fmt.Sprintf(note, args...)))
+}
+
+// maxNote keeps Event notes under the API server's limit of 1024
+// characters (engine reasons can quote long CEL expressions).
+const maxNote = 1000
+
+func shorten(s string) string {
+	if len(s) <= maxNote {
+		return s
+	}
+	cut := maxNote - len(" ...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " ..."
 }

@@ -137,8 +137,8 @@ func (g *gateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, fmt.Errorf("remove the scheduling gate of pod %s: %w", req.NamespacedName, err)
 	}
 	if g.r.Recorder != nil {
-		g.r.Recorder.Eventf(&pod, nil, corev1.EventTypeNormal, EventGateRemoved, "Release", "removed scheduling gate %s: %s",
-			claimspkg.SchedulingGate, releaseNote(cfg, orig))
+		g.r.Recorder.Eventf(&pod, nil, corev1.EventTypeNormal, EventGateRemoved, "Release", "%s",
+			shorten(fmt.Sprintf("removed scheduling gate %s: %s", claimspkg.SchedulingGate, releaseNote(cfg, orig))))
 	}
 	return ctrl.Result{}, nil
 }

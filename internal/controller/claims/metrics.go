@@ -50,6 +50,10 @@ var (
 		Name: "drastack_claim_busy_nodes_avoided_total",
 		Help: "Allocations the operator moved away from, or delayed because of, a node where kube-scheduler had a binding in flight.",
 	})
+	bypassed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "drastack_claim_bypassed_total",
+		Help: "Claims with CEL constraints that another allocator (kube-scheduler) allocated because their pod was not gated, by whether the constraints held anyway (held, broken).",
+	}, []string{"constraints"})
 	gatedPods = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "drastack_claim_gated_pods",
 		Help: "Pods held by the scheduling gate resource.drastack.io/allocation.",
@@ -60,6 +64,6 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(allocationsTotal, allocationLatency, pendingClaims, writeConflicts, lostRaces, unresolvedRaces, holdsWritten, bindingsSeen, avoided, gatedPods)
+		ctrlmetrics.Registry.MustRegister(allocationsTotal, allocationLatency, pendingClaims, writeConflicts, lostRaces, unresolvedRaces, holdsWritten, bindingsSeen, avoided, bypassed, gatedPods)
 	})
 }

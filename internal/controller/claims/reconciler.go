@@ -1,7 +1,9 @@
 package claims
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +90,9 @@ type Reconciler struct {
 	suspects map[types.UID]bool
 	// raceCheckStart is when the last completed race check started.
 	raceCheckStart time.Time
+	// bypassed are claims already reported as allocated without the
+	// operator (see bypass.go).
+	bypassed map[types.UID]bool
 }
 
 // failure is the last failed attempt of one claim.
@@ -115,6 +120,7 @@ func (r *Reconciler) init() {
 	r.writtenAt = map[types.UID]time.Time{}
 	r.deferred = map[types.NamespacedName]time.Time{}
 	r.suspects = map[types.UID]bool{}
+	r.bypassed = map[types.UID]bool{}
 	r.bindings = newBindings()
 	inactive := claimspkg.Config{}
 	r.cfg.Store(&inactive)
@@ -211,7 +217,9 @@ func (r *Reconciler) waitingSince(c *resourceapi.ResourceClaim) time.Time {
 	return c.CreationTimestamp.Time
 }
 
-// retriable lists the claims a change of the cluster may help.
+// retriable lists the claims a change of the cluster may help, longest
+// waiting first: the queue is FIFO, so a claim that waited longer gets
+// the devices that were just released.
 func (r *Reconciler) retriable(classChanged bool) []types.NamespacedName {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -221,6 +229,12 @@ func (r *Reconciler) retriable(classChanged bool) []types.NamespacedName {
 			out = append(out, key)
 		}
 	}
+	slices.SortFunc(out, func(a, b types.NamespacedName) int {
+		if c := r.since[a].Compare(r.since[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.String(), b.String())
+	})
 	return out
 }
 

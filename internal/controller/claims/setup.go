@@ -128,6 +128,9 @@ func (r *Reconciler) claimHandler() handler.TypedEventHandler[*resourceapi.Resou
 			r.snap.noteDeleted(c)
 			r.forget(request(c).NamespacedName)
 			r.clearSuspect(c.UID)
+			r.mu.Lock()
+			delete(r.bypassed, c.UID)
+			r.mu.Unlock()
 			if c.Status.Allocation != nil {
 				r.retrigger(q, false)
 				r.wakeRaces()

@@ -172,7 +172,6 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 	if err != nil {
 		return nil, err
 	}
-	fmt.Println("DEBUG rebuild session", version, len(in.Slices), len(in.Allocated))
 	sess, err := e.NewSession(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("start %s engine session: %w", e.Name(), err)

@@ -80,6 +80,9 @@ func (w *statusWriter) write(ctx context.Context) error {
 		if claimspkg.SelectClaim(cfg, c) == claimspkg.WhyNone {
 			continue
 		}
+		if by := claimspkg.AllocatedBy(c); by != "" && by != FieldManager {
+			continue // allocated by another allocator: not the operator's work
+		}
 		key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 		e := claimspkg.Entry{Key: key.String(), Allocated: c.Status.Allocation != nil}
 		if !e.Allocated {
