@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,7 +51,7 @@ func (p *Prober) Probe(ctx context.Context) (*v1alpha1.ClusterStatus, error) {
 		return nil, fmt.Errorf("discover API groups: %w", err)
 	}
 	status.ResourceAPIVersions = resourceVersions(groups)
-	if !contains(status.ResourceAPIVersions, "v1") {
+	if !slices.Contains(status.ResourceAPIVersions, "v1") {
 		// Without resource.k8s.io/v1 there is nothing to probe with v1 objects.
 		return status, nil
 	}
@@ -101,13 +102,4 @@ func (p *Prober) Probe(ctx context.Context) (*v1alpha1.ClusterStatus, error) {
 	now := metav1.Now()
 	status.LastProbeTime = &now
 	return status, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

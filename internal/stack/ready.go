@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -96,7 +97,7 @@ func CompatibleCondition(spec *v1alpha1.DRAStackSpec, cluster *v1alpha1.ClusterS
 	case probeErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, ReasonProbeFailed, probeErr.Error()
 		return c
-	case cluster == nil || !served(cluster.ResourceAPIVersions, "v1"):
+	case cluster == nil || !slices.Contains(cluster.ResourceAPIVersions, "v1"):
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonResourceAPIAbsent
 		c.Message = "resource.k8s.io/v1 is not served; drastack needs Kubernetes 1.34 or newer with DRA enabled"
 		return c
@@ -166,13 +167,4 @@ func DriverSummary(drivers []v1alpha1.DriverStatus, declared int) string {
 		}
 	}
 	return fmt.Sprintf("%d/%d ready", ready, declared)
-}
-
-func served(versions []string, v string) bool {
-	for _, s := range versions {
-		if s == v {
-			return true
-		}
-	}
-	return false
 }
