@@ -96,16 +96,32 @@ const (
 	EngineUpstream Engine = "upstream"
 )
 
-// ClaimsSpec configures the operator's claim allocation. Claims that carry
-// the resource.drastack.io/cel-constraints annotation, claims labelled
-// resource.drastack.io/allocation=Immediate and claims that use one of
-// immediateClasses are allocated by the operator as soon as they exist; all
-// others are left to kube-scheduler.
+// ClaimsSpec configures the operator's claim allocation. The operator's
+// claims are those with a request for one of the classes of central, those
+// that carry the resource.drastack.io/cel-constraints annotation, those
+// labelled resource.drastack.io/allocation=Immediate and those that use one
+// of immediateClasses. The operator allocates them only from central
+// devices, which it keeps tainted NoSchedule so that kube-scheduler never
+// allocates them: the two allocators never share a device. Every other claim
+// is kube-scheduler's and the operator never touches it.
+// +kubebuilder:validation:XValidation:rule="!has(self.placementTimeout) || duration(self.placementTimeout) >= duration('5s')",message="placementTimeout must be at least 5s"
+// +kubebuilder:validation:XValidation:rule="!has(self.allocationTimeout) || (duration(self.allocationTimeout) >= duration('100ms') && duration(self.allocationTimeout) <= duration('5m'))",message="allocationTimeout must be between 100ms and 5m"
 type ClaimsSpec struct {
 	// engine is the allocation engine the operator uses.
 	// +kubebuilder:default=native
 	// +optional
 	Engine Engine `json:"engine,omitempty"`
+	// central declares the devices only the operator allocates, and the
+	// DeviceClasses whose claims it serves from them. The operator taints
+	// these devices NoSchedule with the key resource.drastack.io/central
+	// through DeviceTaintRules it owns (and in the slices it publishes
+	// itself), so kube-scheduler never allocates them. A device selected by
+	// several entries may serve the classes of each of them. Removing an
+	// entry removes its taints; existing allocations stay valid.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Central []CentralDevices `json:"central,omitempty"`
 	// immediateClasses are DeviceClass names whose claims are allocated as
 	// soon as they exist, before any pod uses them.
 	// +listType=set
@@ -119,6 +135,65 @@ type ClaimsSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	GatePods *bool `json:"gatePods,omitempty"`
+	// placementTimeout is how long the pod of an allocated but not yet
+	// reserved operator claim may stay unschedulable before the operator
+	// deallocates the claim and places it again on another node (for
+	// example after the chosen node was cordoned). Claims without a pod
+	// (immediate claims) are never moved. At least 5s.
+	// +kubebuilder:default="60s"
+	// +optional
+	PlacementTimeout *metav1.Duration `json:"placementTimeout,omitempty"`
+	// allocationTimeout is the deadline of one engine call; an engine call
+	// that runs longer fails for this attempt and is retried with backoff.
+	// The default matches kube-scheduler's DRA filter timeout. Between 100ms
+	// and 5m.
+	// +kubebuilder:default="10s"
+	// +optional
+	AllocationTimeout *metav1.Duration `json:"allocationTimeout,omitempty"`
+}
+
+// CentralDevices selects devices of one driver that only the operator
+// allocates: all of the driver's devices, the devices of the listed pools,
+// or the devices of the node-local pools of the nodes matching nodeSelector.
+// pools and nodeSelector are mutually exclusive, because their combination
+// has no obvious meaning (union or intersection) and the taint rules each
+// one needs differ; write two entries for a union.
+// +kubebuilder:validation:XValidation:rule="!(has(self.pools) && has(self.nodeSelector))",message="pools and nodeSelector are mutually exclusive; use two entries for both"
+type CentralDevices struct {
+	// driver is the DRA driver name whose devices are central, as in
+	// ResourceSlices, for example gpu.example.com.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Driver string `json:"driver"`
+	// pools narrows the entry to these pools of the driver (names as in
+	// spec.pool.name of the ResourceSlices). Without pools and without
+	// nodeSelector every device of the driver is central.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	Pools []string `json:"pools,omitempty"`
+	// nodeSelector narrows the entry to the node-local pools (slices with
+	// spec.nodeName) of the nodes whose labels match. Pools of nodes that
+	// start or stop matching join or leave the entry; slices that are not
+	// node-local are not selected by it.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+	// classes are the DeviceClass names whose claims the operator allocates
+	// from these devices: a claim with a request for one of them is the
+	// operator's. Claims the operator owns for another reason (the CEL
+	// constraints annotation, the Immediate label) are served from any
+	// central device.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	Classes []string `json:"classes,omitempty"`
 }
 
 // PoolsSpec configures pool validation.
