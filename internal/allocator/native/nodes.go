@@ -1,10 +1,7 @@
 package native
 
 import (
-	"math"
-
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
@@ -56,17 +53,6 @@ func (s *Session) reachable(d int32, nodeIdx int) bool {
 		return nodeIdx >= 0 && s.nodeSels[dev.sel].match(nodeIdx, s.nodes[nodeIdx])
 	}
 	return false
-}
-
-// counterValue converts a counter quantity to milli-units so that fractional
-// counters compare exactly. Values too large for that saturate, which makes
-// such a counter effectively unlimited (capacity) or unaffordable (demand).
-func counterValue(q resource.Quantity) int64 {
-	const limit = math.MaxInt64 / 4
-	if q.Value() > limit/1000 {
-		return limit
-	}
-	return q.MilliValue()
 }
 
 func metaName(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }

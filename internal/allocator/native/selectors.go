@@ -170,12 +170,7 @@ func (s *Session) gone(d int32) bool {
 	if dev.usesCounters && s.pools[dev.pool].overdrawn > 0 {
 		return true
 	}
-	for _, c := range dev.consumes {
-		if s.remaining[c.counter] < c.amount {
-			return true
-		}
-	}
-	return false
+	return !s.countersLeft(dev)
 }
 
 // sharedFor returns the matching devices that are not node-local, best first.

@@ -3,6 +3,8 @@ package native
 import (
 	"context"
 	"fmt"
+	"math/big"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -40,21 +42,17 @@ type device struct {
 	// usesCounters: the device lists counter consumptions (possibly of
 	// nothing), which makes kube-scheduler check its pool's balances.
 	usesCounters bool
-	// footprint is the share of its counter sets the device uses; smaller
-	// devices are tried first (KEP-4815: fill partitions smallest first).
-	footprint float64
+	// footprint ranks the share of its counters the device uses (the sum
+	// of consumption/capacity, compared exactly): smaller devices are tried
+	// first (KEP-4815: fill partitions smallest first). Equal shares have
+	// equal ranks, so identical devices are tried in snapshot order.
+	footprint int32
 	// cacheKey identifies the device version across sessions; empty when the
 	// slice has no UID or resourceVersion (objects read from files).
 	cacheKey string
 	// convertible: every attribute converts to a CEL value, so selector
 	// results may be shared with look-alike devices (selectorkey.go).
 	convertible bool
-}
-
-// consumption is an amount of one counter (index into Session.remaining).
-type consumption struct {
-	counter int32
-	amount  int64
 }
 
 // poolState is what the search needs to know about an allocatable pool.
@@ -106,9 +104,13 @@ type Session struct {
 	// visible from it (0 unknown, 1 yes, 2 no); see allBlocked.
 	blocked []int8
 
-	// remaining is the balance of every counter of every pool.
-	remaining []int64
-	inUse     []bool
+	// remaining is the balance of every counter of every pool, in the
+	// counter's own unit (counters.go); bigRemaining holds it instead for
+	// counters kept in big arithmetic (nil entries for the others, nil when
+	// there are none).
+	remaining    []int64
+	bigRemaining []*big.Int
+	inUse        []bool
 	// tent is the search's count of tentative choices per device.
 	tent     []int32
 	recorded map[string]bool
@@ -170,13 +172,15 @@ func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, 
 		}
 	}
 	selIdx := map[*corev1.NodeSelector]int32{}
+	var footprints []*big.Rat
 	for _, p := range pool.Group(in.Slices) {
 		if !p.Allocatable() {
 			s.badPools = append(s.badPools, badPool{id: p.ID, slices: p.Slices})
 			continue
 		}
-		s.addPool(p, selIdx)
+		footprints = s.addPool(p, selIdx, footprints)
 	}
+	s.rankFootprints(footprints)
 	// Nodes come after the devices so that each gets its local devices.
 	for _, n := range in.Nodes {
 		if n != nil {
@@ -223,22 +227,25 @@ func (s *Session) addNode(n *corev1.Node) int {
 	return ni
 }
 
-func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32) {
+// addPool adds the devices and counters of an allocatable pool. It appends
+// each device's footprint (nil for none) to footprints, for rankFootprints.
+func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32, footprints []*big.Rat) []*big.Rat {
 	// Counters of the pool get consecutive indexes in s.remaining.
 	pi := int32(len(s.pools))
 	s.pools = append(s.pools, poolState{})
-	counterIdx := map[[2]string]int32{}
-	capacity := map[int32]int64{}
-	for setName, set := range p.CounterSets {
-		for name, q := range set.Counters {
-			i := int32(len(s.remaining))
-			counterIdx[[2]string{setName, name}] = i
-			v := counterValue(q)
-			s.remaining = append(s.remaining, v)
-			capacity[i] = v
+	refs, counters, perDevice := poolCounters(p)
+	first := int32(len(s.remaining))
+	for ci := range refs {
+		c := &counters[ci]
+		s.remaining = append(s.remaining, c.capacity)
+		if !c.small {
+			for len(s.bigRemaining) < len(s.remaining) {
+				s.bigRemaining = append(s.bigRemaining, nil)
+			}
+			s.bigRemaining[len(s.remaining)-1] = new(big.Int).Set(c.bigCapacity)
 		}
 	}
-	for _, pd := range p.Devices {
+	for di, pd := range p.Devices {
 		d := device{
 			id:       deviceID{driver: p.Driver, pool: p.ID.Pool, device: pd.Device.Name},
 			pool:     pi,
@@ -268,16 +275,31 @@ func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32) {
 		}
 		d.usesCounters = len(pd.Device.ConsumesCounters) > 0
 		d.convertible = convertible(pd.Device)
-		for _, cc := range pd.Device.ConsumesCounters {
-			for name, c := range cc.Counters {
-				i := counterIdx[[2]string{cc.CounterSet, name}]
-				amt := counterValue(c.Value)
-				d.consumes = append(d.consumes, consumption{counter: i, amount: amt})
-				if c := capacity[i]; c > 0 {
-					d.footprint += float64(amt) / float64(c)
+		var fp *big.Rat
+		for _, u := range perDevice[di] {
+			c := &counters[u.counter]
+			cons := consumption{counter: first + int32(u.counter)}
+			var share *big.Rat
+			if c.small {
+				cons.amount = c.uses[u.use]
+				if c.capacity > 0 {
+					share = big.NewRat(cons.amount, c.capacity)
+				}
+			} else {
+				cons.big = c.bigUses[u.use]
+				if c.bigCapacity.Sign() > 0 {
+					share = new(big.Rat).SetFrac(cons.big, c.bigCapacity)
 				}
 			}
+			d.consumes = append(d.consumes, cons)
+			if share != nil {
+				if fp == nil {
+					fp = new(big.Rat)
+				}
+				fp.Add(fp, share)
+			}
 		}
+		footprints = append(footprints, fp)
 		if pd.Slice.UID != "" && pd.Slice.ResourceVersion != "" {
 			d.cacheKey = string(pd.Slice.UID) + "/" + pd.Slice.ResourceVersion + "/" + pd.Device.Name
 		}
@@ -289,6 +311,45 @@ func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32) {
 		} else {
 			s.sharedDevs = append(s.sharedDevs, idx)
 		}
+	}
+	return footprints
+}
+
+// rankFootprints sets each device's footprint rank from the exact shares
+// addPool computed (footprints[i] for device i; nil means no counters,
+// which ranks as zero).
+func (s *Session) rankFootprints(footprints []*big.Rat) {
+	order := make([]int32, 0, len(footprints))
+	for i, fp := range footprints {
+		if fp != nil && fp.Sign() != 0 {
+			order = append(order, int32(i))
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return footprints[a].Cmp(footprints[b]) })
+	// Ranks follow the distinct values in order; zero (no counters) gets
+	// the rank after the negative values, which the API server rejects but
+	// the ranking keeps in order all the same.
+	zero := int32(0)
+	for k, i := range order {
+		if footprints[i].Sign() > 0 {
+			break
+		}
+		if k == 0 || footprints[order[k-1]].Cmp(footprints[i]) != 0 {
+			zero++
+		}
+	}
+	for i := range s.devs {
+		s.devs[i].footprint = zero
+	}
+	rank := int32(-1)
+	for k, i := range order {
+		if k == 0 || footprints[order[k-1]].Cmp(footprints[i]) != 0 {
+			rank++
+			if rank == zero {
+				rank++
+			}
+		}
+		s.devs[i].footprint = rank
 	}
 }
 
@@ -320,13 +381,7 @@ func (s *Session) Record(claim *resourceapi.ResourceClaim) error {
 		}
 		s.inUse[i] = true
 		d := &s.devs[i]
-		for _, c := range d.consumes {
-			before := s.remaining[c.counter]
-			s.remaining[c.counter] -= c.amount
-			if before >= 0 && s.remaining[c.counter] < 0 {
-				s.pools[d.pool].overdrawn++
-			}
-		}
+		s.pools[d.pool].overdrawn += s.charge(d, -1)
 	}
 	return nil
 }

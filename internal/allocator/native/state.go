@@ -34,10 +34,8 @@ func (x *search) usable(i int, sb *sub, d int32) bool {
 	if dev.usesCounters && s.pools[dev.pool].overdrawn > 0 {
 		return false
 	}
-	for _, c := range dev.consumes {
-		if s.remaining[c.counter] < c.amount {
-			return false
-		}
+	if !s.countersLeft(dev) {
+		return false
 	}
 	for _, m := range sb.match {
 		if x.matchSet[m] && !containsStr(s.attrValues(x.p.match[m], d), x.matchVal[m]) {
@@ -63,9 +61,7 @@ func (x *search) apply(i, b int, d int32) {
 	s := x.s
 	sb := &x.p.slots[i].subs[b]
 	x.tent[d]++
-	for _, c := range s.devs[d].consumes {
-		s.remaining[c.counter] -= c.amount
-	}
+	s.charge(&s.devs[d], -1)
 	for _, m := range sb.distinct {
 		for _, v := range s.attrValues(x.p.distinct[m], d) {
 			x.used[m][v]++
@@ -84,9 +80,7 @@ func (x *search) undo() {
 			x.used[m][v]--
 		}
 	}
-	for _, c := range s.devs[ch.dev].consumes {
-		s.remaining[c.counter] += c.amount
-	}
+	s.charge(&s.devs[ch.dev], +1)
 	x.tent[ch.dev]--
 }
 

@@ -216,10 +216,8 @@ func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 	if dev.usesCounters && s.pools[dev.pool].overdrawn > 0 {
 		return false, false
 	}
-	for _, c := range dev.consumes {
-		if s.remaining[c.counter] < c.amount {
-			return false, false
-		}
+	if !s.countersLeft(dev) {
+		return false, false
 	}
 	if dev.hardTaints && !tolerated(dev.dev.Taints, sb.tolerations) {
 		return false, false
