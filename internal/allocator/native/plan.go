@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/google/cel-go/cel"
@@ -39,6 +40,11 @@ type slot struct {
 	subs  []sub
 	// firstAvailable: the request lists subrequests (possibly one).
 	firstAvailable bool
+	// minAfter is the fewest devices the later requests of the same claim
+	// can take (an All request at least one), so that an alternative which
+	// leaves no room for them under the per-claim limit is skipped without
+	// a search, as kube-scheduler does.
+	minAfter int
 }
 
 // sub is one way to satisfy a request.
@@ -141,6 +147,19 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 		return invalid("spec.devices.requests", fmt.Errorf("asks for at least %d devices, more than the %d a claim can hold", minDevices, resourceapi.AllocationResultsMaxSize))
 	}
 	slotsOf := p.slots[first:]
+	after := 0
+	for si := len(slotsOf) - 1; si >= 0; si-- {
+		slotsOf[si].minAfter = after
+		least := maxResults + 1
+		for _, sb := range slotsOf[si].subs {
+			n := sb.count
+			if sb.all {
+				n = 1
+			}
+			least = min(least, n)
+		}
+		after += least
+	}
 	applies := func(requests []string, reqName, subName string) bool {
 		return len(requests) == 0 || slices.Contains(requests, reqName) || slices.Contains(requests, subName)
 	}
@@ -297,8 +316,13 @@ func (s *Session) planSub(claim *resourceapi.ResourceClaim, ri, si int, name, cl
 	}
 	switch mode {
 	case "", resourceapi.DeviceAllocationModeExactCount:
-		sb.count = int(max(count, 1))
-		if count < 0 || count > resourceapi.AllocationResultsMaxSize {
+		// A count above the per-claim limit can never be allocated. In an
+		// exactly request that makes the claim invalid; a subrequest is
+		// only skipped for the next one (the API asks no more than
+		// count > 0 of it), as kube-scheduler does.
+		// Capped so that sums over a claim's requests cannot overflow.
+		sb.count = int(min(max(count, 1), math.MaxInt32))
+		if count < 0 || (si < 0 && count > maxResults) {
 			return sb, invalid(requestField(ri, si)+".count", fmt.Errorf("%d is not between 1 and %d", count, resourceapi.AllocationResultsMaxSize))
 		}
 	case resourceapi.DeviceAllocationModeAll:

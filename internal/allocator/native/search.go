@@ -112,6 +112,9 @@ func (x *search) run(node int) (bool, error) {
 		return false, err
 	}
 	ok, err = x.slot(0)
+	if errors.Is(err, errTooMany) {
+		ok, err = false, nil
+	}
 	if err == nil && !ok && x.reason == "" {
 		if x.celFalse {
 			x.reason = "no combination of devices satisfies the CEL constraints"
@@ -211,16 +214,31 @@ func (x *search) step() error {
 	return nil
 }
 
+// slot tries the alternatives of slot i in order. It returns errTooMany
+// when every alternative leaves the claim more devices than a result holds:
+// that depends only on the counts chosen for the claim's earlier requests,
+// never on which devices were picked, so the callers drop every device
+// choice up to the nearest earlier request with another alternative
+// (kube-scheduler's errAllocationResultMaxSizeExceeded) instead of trying
+// them all.
 func (x *search) slot(i int) (bool, error) {
 	if i == len(x.p.slots) {
 		return true, nil
 	}
+	tooMany := true
 	for b := range x.p.slots[i].subs {
 		x.subChoice[i] = b
 		ok, err := x.enterSub(i, b, x.cands[i][b])
+		if errors.Is(err, errTooMany) {
+			continue
+		}
+		tooMany = false
 		if ok || err != nil {
 			return ok, err
 		}
+	}
+	if tooMany {
+		return false, errTooMany
 	}
 	return false, nil
 }
@@ -240,8 +258,12 @@ func (x *search) enterSub(i, b int, c []int32) (bool, error) {
 		for _, v := range values {
 			x.matchSet[m], x.matchVal[m] = true, v
 			ok, err := x.enterSub(i, b, c)
-			if ok || err != nil {
-				return ok, err
+			if ok {
+				return true, nil
+			}
+			if err != nil {
+				x.matchSet[m] = false
+				return false, err
 			}
 		}
 		x.matchSet[m] = false
@@ -250,9 +272,10 @@ func (x *search) enterSub(i, b int, c []int32) (bool, error) {
 	if sb.all {
 		return x.pickAll(i, b, c)
 	}
-	if x.claimDevices(x.p.slots[i].claim)+sb.count > maxResults {
-		x.failf("request %s: %d more devices do not fit into one allocation result", sb.name, sb.count)
-		return false, nil
+	if n := x.claimDevices(x.p.slots[i].claim); n+sb.count+x.p.slots[i].minAfter > maxResults {
+		x.failf("request %s: %d devices, with %d already chosen for the claim and at least %d needed by its later requests, exceed the %d devices of one allocation result",
+			sb.name, sb.count, n, x.p.slots[i].minAfter, maxResults)
+		return false, errTooMany
 	}
 	if n := x.countUsable(i, sb, c, sb.count); n < sb.count {
 		return false, nil
@@ -279,10 +302,13 @@ func (x *search) pick(i, b int, c []int32, k, start int) (bool, error) {
 		}
 		x.apply(i, b, d)
 		ok, err := x.pick(i, b, c, k+1, p+1)
-		if ok || err != nil {
-			return ok, err
+		if ok {
+			return true, nil
 		}
 		x.undo()
+		if err != nil {
+			return false, err
+		}
 	}
 	return false, nil
 }
@@ -293,9 +319,10 @@ func (x *search) pickAll(i, b int, c []int32) (bool, error) {
 	if len(c) == 0 {
 		return false, nil
 	}
-	if x.claimDevices(x.p.slots[i].claim)+len(c) > maxResults {
-		x.failf("request %s: all %d devices do not fit into one allocation result", sb.name, len(c))
-		return false, nil
+	if n := x.claimDevices(x.p.slots[i].claim); n+len(c)+x.p.slots[i].minAfter > maxResults {
+		x.failf("request %s: all %d devices, with %d already chosen for the claim and at least %d needed by its later requests, exceed the %d devices of one allocation result",
+			sb.name, len(c), n, x.p.slots[i].minAfter, maxResults)
+		return false, errTooMany
 	}
 	n := 0
 	for _, d := range c {
@@ -309,16 +336,18 @@ func (x *search) pickAll(i, b int, c []int32) (bool, error) {
 		x.apply(i, b, d)
 		n++
 	}
+	var err error
 	if n == len(c) {
-		ok, err := x.finishSlot(i)
-		if ok || err != nil {
-			return ok, err
+		var ok bool
+		ok, err = x.finishSlot(i)
+		if ok {
+			return true, nil
 		}
 	}
 	for ; n > 0; n-- {
 		x.undo()
 	}
-	return false, nil
+	return false, err
 }
 
 // finishSlot evaluates the CEL constraints whose devices are now complete.
@@ -333,7 +362,15 @@ func (x *search) finishSlot(i int) (bool, error) {
 			return false, err
 		}
 	}
-	return x.slot(i + 1)
+	if i+1 < len(x.p.slots) && x.p.slots[i+1].claim == x.p.slots[i].claim {
+		return x.slot(i + 1)
+	}
+	// A later claim's size does not depend on this claim's choices.
+	ok, err := x.slot(i + 1)
+	if errors.Is(err, errTooMany) {
+		return false, nil
+	}
+	return ok, err
 }
 
 func (x *search) evalCEL(ci int) (bool, error) {
