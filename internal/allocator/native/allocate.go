@@ -41,7 +41,7 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 			return nil, err
 		}
 		if !found {
-			return nil, fmt.Errorf("%w: %s on node %s: %s", allocator.ErrUnsatisfiable, claimNames(claims), opts.Node, x.reason)
+			return nil, fmt.Errorf("%w: %s on node %s: %s%s", allocator.ErrUnsatisfiable, claimNames(claims), opts.Node, x.reason, s.skippedPools(ni))
 		}
 		return s.results(p, x, ni), nil
 	}
@@ -52,7 +52,7 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 			return nil, err
 		}
 		if !found {
-			return nil, fmt.Errorf("%w: %s: %s", allocator.ErrUnsatisfiable, claimNames(claims), x.reason)
+			return nil, fmt.Errorf("%w: %s: %s%s", allocator.ErrUnsatisfiable, claimNames(claims), x.reason, s.skippedPools(-1))
 		}
 		return s.results(p, x, -1), nil
 	}
@@ -98,10 +98,16 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 	}
 	var tried map[string]bool
 	var key []byte
-	firstReason, searched, skipped := "", 0, start > 0
+	firstReason, firstNode := "", -1
+	// What became of the nodes examined, for the message.
+	var n struct{ searched, short, alike, blocked int }
 	for ni := start; ni < s.candidates; ni++ {
+		if firstReason == "" {
+			firstNode = ni
+		}
 		if p.hasAll && s.allBlocked(ni) {
 			// Not searched: the node is out for this claim (see allBlocked).
+			n.blocked++
 			if firstReason == "" {
 				firstReason = fmt.Sprintf("node %s: a request asks for all devices, but a pool visible from the node is incomplete or invalid", s.nodes[ni].Name)
 			}
@@ -143,7 +149,7 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			}
 		}
 		if !fits {
-			skipped = true
+			n.short++
 			continue
 		}
 		if own {
@@ -156,9 +162,10 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			}
 		}
 		if len(key) > 0 && tried[string(key)] {
+			n.alike++
 			continue
 		}
-		searched++
+		n.searched++
 		found, err := x.run(ni)
 		if err != nil {
 			return nil, err
@@ -179,15 +186,27 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			firstReason = fmt.Sprintf("node %s: %s", s.nodes[ni].Name, x.reason)
 		}
 	}
-	switch {
-	case firstReason != "":
-	case skipped:
+	if firstReason == "" {
 		firstReason = "no node has enough free matching devices"
-	default:
-		firstReason = "no node has matching devices"
+		firstNode = -1
 	}
-	return nil, fmt.Errorf("%w: %s: no node fits (searched %d of %d nodes; first: %s)",
-		allocator.ErrUnsatisfiable, claimNames(p.claims), searched, s.candidates, firstReason)
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{
+		{n.searched, "searched"},
+		{n.short, "short of matching devices"},
+		{n.alike, "like a node searched in vain"},
+		{n.blocked, "next to an incomplete or invalid pool, with a request for all devices"},
+		{start, "without free matching devices since an earlier claim"},
+	} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	return nil, fmt.Errorf("%w: %s: no node fits (%d of %d nodes examined: %s; first: %s%s)",
+		allocator.ErrUnsatisfiable, claimNames(p.claims), s.candidates-start, s.candidates, strings.Join(parts, ", "), firstReason, s.skippedPools(firstNode))
 }
 
 // lookalike appends a key that says what the plan's live candidates on

@@ -1,7 +1,12 @@
 package native
 
 import (
+	"fmt"
+	"strings"
+
 	"k8s.io/utils/ptr"
+
+	"github.com/drastack/drastack/internal/pool"
 )
 
 // allBlocked reports whether an incomplete or invalid pool is visible from
@@ -31,30 +36,89 @@ func (s *Session) allBlocked(node int) bool {
 // badPoolReachable reports whether an incomplete or invalid pool has a
 // slice reachable from node.
 func (s *Session) badPoolReachable(node int) bool {
+	for i := range s.badPools {
+		if s.badPoolVisible(&s.badPools[i], node) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxNamedPools bounds the skipped pools a message names.
+const maxNamedPools = 3
+
+// skippedPools says which incomplete or invalid pools visible from node
+// (-1: no node) the allocator did not use, with their DevicePool health and
+// reason code; empty when there are none. A claim that fails for lack of
+// devices may have been after exactly those.
+func (s *Session) skippedPools(node int) string {
+	var named []string
+	more := 0
+	for i := range s.badPools {
+		bp := &s.badPools[i]
+		if !s.badPoolVisible(bp, node) {
+			continue
+		}
+		if len(named) == maxNamedPools {
+			more++
+			continue
+		}
+		named = append(named, fmt.Sprintf("%s/%s (%s)", bp.id.Driver, bp.id.Pool, bp.why))
+	}
+	if len(named) == 0 {
+		return ""
+	}
+	msg := "; pools not used because they are incomplete or invalid: " + strings.Join(named, ", ")
+	if more > 0 {
+		msg += fmt.Sprintf(" and %d more", more)
+	}
+	return msg
+}
+
+// badPoolReason is a pool's health and reason code as its DevicePool
+// reports them: Incomplete (IncompletePool) or Invalid with the reason of
+// its first error in the order users see problems.
+func badPoolReason(p *pool.Pool) string {
+	if !p.Complete() {
+		return fmt.Sprintf("%s, %s: %d of %d slices", pool.HealthIncomplete, pool.ReasonIncompletePool, len(p.Slices), p.ExpectedSlices)
+	}
+	var first *pool.Problem
+	for i := range p.Problems {
+		pr := &p.Problems[i]
+		if pr.Severity == pool.SeverityError && (first == nil || pool.CompareProblems(*pr, *first) < 0) {
+			first = pr
+		}
+	}
+	if first == nil {
+		return string(pool.HealthInvalid)
+	}
+	return fmt.Sprintf("%s, %s", pool.HealthInvalid, first.Reason)
+}
+
+// badPoolVisible reports whether a slice of bp is reachable from node.
+func (s *Session) badPoolVisible(bp *badPool, node int) bool {
 	var name string
 	if node >= 0 {
 		name = s.nodes[node].Name
 	}
-	for _, bp := range s.badPools {
-		for _, sl := range bp.slices {
-			switch {
-			case ptr.Deref(sl.Spec.NodeName, "") != "":
-				if *sl.Spec.NodeName == name {
-					return true
-				}
-			case ptr.Deref(sl.Spec.AllNodes, false):
+	for _, sl := range bp.slices {
+		switch {
+		case ptr.Deref(sl.Spec.NodeName, "") != "":
+			if *sl.Spec.NodeName == name {
 				return true
-			case sl.Spec.NodeSelector != nil:
-				if node >= 0 && newNodeSel(sl.Spec.NodeSelector).match(0, s.nodes[node]) {
+			}
+		case ptr.Deref(sl.Spec.AllNodes, false):
+			return true
+		case sl.Spec.NodeSelector != nil:
+			if node >= 0 && newNodeSel(sl.Spec.NodeSelector).match(0, s.nodes[node]) {
+				return true
+			}
+		case ptr.Deref(sl.Spec.PerDeviceNodeSelection, false):
+			for di := range sl.Spec.Devices {
+				dv := &sl.Spec.Devices[di]
+				if ptr.Deref(dv.NodeName, "") == name && name != "" || ptr.Deref(dv.AllNodes, false) ||
+					dv.NodeSelector != nil && node >= 0 && newNodeSel(dv.NodeSelector).match(0, s.nodes[node]) {
 					return true
-				}
-			case ptr.Deref(sl.Spec.PerDeviceNodeSelection, false):
-				for di := range sl.Spec.Devices {
-					dv := &sl.Spec.Devices[di]
-					if ptr.Deref(dv.NodeName, "") == name && name != "" || ptr.Deref(dv.AllNodes, false) ||
-						dv.NodeSelector != nil && node >= 0 && newNodeSel(dv.NodeSelector).match(0, s.nodes[node]) {
-						return true
-					}
 				}
 			}
 		}

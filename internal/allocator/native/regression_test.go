@@ -139,7 +139,7 @@ func TestCentralSkipsEquivalentNodes(t *testing.T) {
 	shared := poolSlice("shared", "shared", 1, dev("d0", "root", "x"), dev("d1", "root", "x"))
 	s := newTestSession(t, allocator.Inputs{Slices: []*resourceapi.ResourceSlice{shared}, Nodes: hosts("a", "b", "c", "d")})
 	_, _, err := allocateOne(t, s, withConstraints(claim("c", req("r", 2)), distinct(drv+"/root")), allocator.Options{})
-	checkError(t, err, allocator.ErrUnsatisfiable, "", "searched 1 of 4 nodes")
+	checkError(t, err, allocator.ErrUnsatisfiable, "", "4 of 4 nodes examined: 1 searched, 3 like a node searched in vain")
 }
 
 func TestContextCancelled(t *testing.T) {
@@ -193,9 +193,9 @@ func TestCentralSkipsLookalikeNodes(t *testing.T) {
 		// claim is allocated when wantMsg is empty.
 		wantMsg, wantNode string
 	}{
-		{name: "lookalikes are searched once", slices: []*resourceapi.ResourceSlice{same("n0"), same("n1"), same("n2")}, wantMsg: "searched 1 of 3 nodes"},
+		{name: "lookalikes are searched once", slices: []*resourceapi.ResourceSlice{same("n0"), same("n1"), same("n2")}, wantMsg: "3 of 3 nodes examined: 1 searched, 2 like a node searched in vain"},
 		{name: "a different node is searched", slices: []*resourceapi.ResourceSlice{same("n0"), nodeSlice("n1", dev("a", "root", "x"), dev("b", "root", "y")), same("n2")}, wantNode: "n1"},
-		{name: "tainted devices are always searched", slices: []*resourceapi.ResourceSlice{tainted("n0"), tainted("n1"), tainted("n2")}, wantMsg: "searched 3 of 3 nodes"},
+		{name: "tainted devices are always searched", slices: []*resourceapi.ResourceSlice{tainted("n0"), tainted("n1"), tainted("n2")}, wantMsg: "3 of 3 nodes examined: 3 searched;"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

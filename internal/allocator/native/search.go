@@ -177,7 +177,7 @@ func (x *search) feasible() (bool, error) {
 			if n := x.countUsable(i, sb, c, sb.count); n >= sb.count {
 				ok = true
 			} else if len(sl.subs) == 1 {
-				x.failf("request %s: %d matching devices available, %d needed", sb.name, n, sb.count)
+				x.failf("%s", x.shortReason(sb, c, n))
 			}
 		}
 		if !ok {
@@ -186,6 +186,18 @@ func (x *search) feasible() (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// shortReason says why alternative sb has only n usable candidates of c:
+// a distinctAttribute constraint on an attribute none of them has, or too
+// few free devices.
+func (x *search) shortReason(sb *sub, c []int32, n int) string {
+	for _, m := range sb.distinct {
+		if len(c) > 0 && x.noneHas(c, x.p.distinct[m]) {
+			return fmt.Sprintf("request %s: constraint distinctAttribute %s: none of the %d matching devices has that attribute", sb.name, x.p.distinct[m], len(c))
+		}
+	}
+	return fmt.Sprintf("request %s: %d matching devices available, %d needed", sb.name, n, sb.count)
 }
 
 func (x *search) countUsable(i int, sb *sub, c []int32, enough int) int {
@@ -253,7 +265,11 @@ func (x *search) enterSub(i, b int, c []int32) (bool, error) {
 		}
 		values := x.matchValues(i, sb, c, m)
 		if len(values) == 0 {
-			x.failf("request %s: no value of %s is shared by enough devices", sb.name, x.p.match[m])
+			if name, n, ok := x.lacking(i, sb, c, m); ok {
+				x.failf("request %s: constraint matchAttribute %s: none of the %d matching devices has that attribute", name, x.p.match[m], n)
+			} else {
+				x.failf("request %s: no value of %s is shared by enough devices", sb.name, x.p.match[m])
+			}
 		}
 		for _, v := range values {
 			x.matchSet[m], x.matchVal[m] = true, v
@@ -413,6 +429,44 @@ func (x *search) evalCEL(ci int) (bool, error) {
 		x.celFalse = true
 	}
 	return ok, nil
+}
+
+// lacking finds the request that makes matchAttribute constraint m fail
+// for want of the attribute: alternative sb of slot i (candidates c) or a
+// later request of the claim bound by m whose every alternative has no
+// candidate with it. It returns the request's name and candidate count.
+func (x *search) lacking(i int, sb *sub, c []int32, m int) (string, int, bool) {
+	attr := x.p.match[m]
+	if x.noneHas(c, attr) {
+		return sb.name, len(c), true
+	}
+	claim := x.p.slots[i].claim
+	for j := i + 1; j < len(x.p.slots) && x.p.slots[j].claim == claim; j++ {
+		sl := &x.p.slots[j]
+		all, n := true, 0
+		for b := range sl.subs {
+			if !containsInt(sl.subs[b].match, m) || !x.noneHas(x.cands[j][b], attr) {
+				all = false
+				break
+			}
+			n += len(x.cands[j][b])
+		}
+		if all {
+			return x.p.claims[claim].Spec.Devices.Requests[sl.req].Name, n, true
+		}
+	}
+	return "", 0, false
+}
+
+// noneHas reports whether no device of c has attribute attr, which makes a
+// constraint on it fail whatever the counts.
+func (x *search) noneHas(c []int32, attr string) bool {
+	for _, d := range c {
+		if len(x.s.attrValues(attr, d)) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (x *search) claimDevices(claim int) int {

@@ -74,6 +74,8 @@ type poolState struct {
 type badPool struct {
 	id     pool.ID
 	slices []*resourceapi.ResourceSlice
+	// why is the DevicePool health and reason code, for messages.
+	why string
 }
 
 // Session implements allocator.Session for the native engine.
@@ -175,7 +177,7 @@ func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, 
 	var footprints []*big.Rat
 	for _, p := range pool.Group(in.Slices) {
 		if !p.Allocatable() {
-			s.badPools = append(s.badPools, badPool{id: p.ID, slices: p.Slices})
+			s.badPools = append(s.badPools, badPool{id: p.ID, slices: p.Slices, why: badPoolReason(p)})
 			continue
 		}
 		footprints = s.addPool(p, selIdx, footprints)

@@ -192,7 +192,11 @@ func (x *search) enoughDistinct(i int, sb *sub, c []int32) bool {
 			}
 		}
 		if len(seen) < sb.count {
-			x.failf("request %s: fewer than %d different values of %s", sb.name, sb.count, x.p.distinct[m])
+			if x.noneHas(c, x.p.distinct[m]) {
+				x.failf("request %s: constraint distinctAttribute %s: none of the %d matching devices has that attribute", sb.name, x.p.distinct[m], len(c))
+			} else {
+				x.failf("request %s: fewer than %d different values of %s", sb.name, sb.count, x.p.distinct[m])
+			}
 			return false
 		}
 	}
