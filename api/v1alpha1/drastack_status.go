@@ -100,17 +100,83 @@ type ClusterStatus struct {
 }
 
 // ClusterFeatures are DRA features and whether the API server keeps them.
+// Each is named after what it lets a driver, a claim or the operator do; the
+// doc of each field names its Kubernetes feature gate. A feature found by a
+// dry-run write is true only when the API server kept the gated field; the
+// scheduler and the kubelet need the same gate, which no API call can show.
 type ClusterFeatures struct {
-	// partitionableDevices: shared counters and per-device node selection (KEP-4815).
+	// partitionableDevices: shared counters and per-device node selection in
+	// ResourceSlices (KEP-4815, feature gate DRAPartitionableDevices).
 	PartitionableDevices bool `json:"partitionableDevices"`
-	// listTypeAttributes: list-valued device attributes (KEP-5491).
+	// listTypeAttributes: list-valued device attributes such as strings: [...]
+	// (KEP-5491, feature gate DRAListTypeAttributes).
 	ListTypeAttributes bool `json:"listTypeAttributes"`
-	// deviceTaints: taints on devices in ResourceSlices (KEP-5055).
+	// deviceTaints: taints on devices in ResourceSlices and tolerations in
+	// claims (KEP-5055, feature gate DRADeviceTaints).
 	DeviceTaints bool `json:"deviceTaints"`
-	// deviceTaintRules: the DeviceTaintRule API is served.
+	// deviceTaintRules: the DeviceTaintRule API is served, found by discovery
+	// (KEP-5055, feature gate DRADeviceTaintRules; in Kubernetes 1.36 also
+	// the resource.k8s.io/v1beta2 API version).
 	DeviceTaintRules bool `json:"deviceTaintRules"`
-	// prioritizedList: firstAvailable in claim requests (KEP-4816).
+	// deviceTaintRulesVersion is the resource.k8s.io version DeviceTaintRules
+	// are served in, the newest when several are: v1 from Kubernetes 1.37,
+	// v1beta2 in 1.36. Empty when deviceTaintRules is false.
+	// +optional
+	DeviceTaintRulesVersion string `json:"deviceTaintRulesVersion,omitempty"`
+	// prioritizedList: firstAvailable in claim requests (KEP-4816, feature
+	// gate DRAPrioritizedList).
 	PrioritizedList bool `json:"prioritizedList"`
+	// consumableCapacity: devices that allow multiple allocations with a
+	// capacity requestPolicy, and capacity requests in claims (KEP-5075,
+	// feature gate DRAConsumableCapacity).
+	ConsumableCapacity bool `json:"consumableCapacity"`
+	// bindingConditions: bindsToNode, bindingConditions and
+	// bindingFailureConditions on devices, which make the scheduler wait for
+	// the device before binding the pod (KEP-5007, feature gates
+	// DRADeviceBindingConditions and DRAResourceClaimDeviceStatus).
+	BindingConditions bool `json:"bindingConditions"`
+	// compatibilityGroups: compatibilityGroups on a device's counter
+	// consumption, which limit which partitions of one counter set may be
+	// allocated together (KEP-5963, feature gate DRADeviceCompatibilityGroups).
+	CompatibilityGroups bool `json:"compatibilityGroups"`
+	// partitionType: partitionTypeAttribute on a ResourceSlice, naming the
+	// device attribute that labels each partition's type (feature gate
+	// DRAPartitionableDevicesType).
+	PartitionType bool `json:"partitionType"`
+	// optionalNodeOperations: skipNodeOperations on a ResourceSlice, so the
+	// kubelet skips a driver's prepare and unprepare calls for its devices
+	// (KEP-5945, feature gate DRAOptionalNodeOperations).
+	OptionalNodeOperations bool `json:"optionalNodeOperations"`
+	// derivedAttributes: derivedAttributes in claim requests, attributes
+	// computed by CEL per device for matchAttribute and distinctAttribute
+	// constraints (KEP-6080, feature gate DRADerivedAttributes).
+	DerivedAttributes bool `json:"derivedAttributes"`
+	// adminAccess: adminAccess in claim requests, for monitoring devices
+	// that other claims use (KEP-5018, feature gate DRAAdminAccess). Such
+	// claims are allowed only in namespaces labelled
+	// resource.kubernetes.io/admin-access=true.
+	AdminAccess bool `json:"adminAccess"`
+	// extendedResources: extendedResourceName on DeviceClasses, so pods that
+	// request an extended resource get devices of that class through DRA
+	// (KEP-5004, feature gate DRAExtendedResource).
+	ExtendedResources bool `json:"extendedResources"`
+	// resourcePoolStatusRequests: the ResourcePoolStatusRequest API is
+	// served, found by discovery (feature gate DRAResourcePoolStatus).
+	ResourcePoolStatusRequests bool `json:"resourcePoolStatusRequests"`
+	// resourcePoolStatusRequestsVersion is the resource.k8s.io version
+	// ResourcePoolStatusRequests are served in (v1alpha3 in Kubernetes 1.36
+	// and 1.37). Empty when resourcePoolStatusRequests is false.
+	// +optional
+	ResourcePoolStatusRequestsVersion string `json:"resourcePoolStatusRequestsVersion,omitempty"`
+	// granularStatusAuthorization: changing a claim's status.allocation or
+	// status.reservedFor needs update or patch on the subresource
+	// resourceclaims/binding, besides resourceclaims/status (feature gate
+	// DRAResourceClaimGranularStatusAuthorization). No API call can show
+	// what the server requires of a client that holds the permission, so
+	// this is derived from the server version: true from Kubernetes 1.36,
+	// where the gate is beta and on by default. A cluster that turned the
+	// gate off still reports true.
+	GranularStatusAuthorization bool `json:"granularStatusAuthorization"`
 }
 
 // DriverStatus reports one driver.

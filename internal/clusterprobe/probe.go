@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,16 +23,19 @@ type Prober struct {
 	Client kubernetes.Interface
 	// Discovery lists served APIs; defaults to Client.Discovery().
 	Discovery discovery.DiscoveryInterface
-	// Namespace holds the dry-run claim; it must exist. Defaults to "default".
+	// Namespace holds the dry-run claims; it must exist. Defaults to "default".
 	Namespace string
 }
 
-// Probe returns what the cluster supports. A feature whose probe is refused
-// by validation counts as unsupported (the server rejected a field it does
-// not know or dropped); any other failure (no permission, no connection) is
-// returned, because guessing would report a healthy cluster as broken.
+// Probe returns what the cluster supports: served versions and APIs from
+// discovery, gated fields from server-side dry-run writes (eight: four
+// ResourceSlices, three ResourceClaims, one DeviceClass), and
+// granularStatusAuthorization from the server version. A feature whose
+// probe object is refused by validation counts as unsupported (the server
+// dropped a field the rest of the object needed); any other failure (no
+// permission, no connection) is returned, because guessing would report a
+// healthy cluster as broken.
 func (p *Prober) Probe(ctx context.Context) (*v1alpha1.ClusterStatus, error) {
-	logger := klog.FromContext(ctx)
 	disc := p.Discovery
 	if disc == nil {
 		disc = p.Client.Discovery()
@@ -46,6 +50,7 @@ func (p *Prober) Probe(ctx context.Context) (*v1alpha1.ClusterStatus, error) {
 		return nil, fmt.Errorf("read server version: %w", err)
 	}
 	status.KubernetesVersion = info.GitVersion
+	status.Features.GranularStatusAuthorization = requiresGranularStatusAuthorization(info.GitVersion)
 	groups, err := disc.ServerGroups()
 	if err != nil {
 		return nil, fmt.Errorf("discover API groups: %w", err)
@@ -63,43 +68,75 @@ func (p *Prober) Probe(ctx context.Context) (*v1alpha1.ClusterStatus, error) {
 		}
 		lists = append(lists, l)
 	}
-	status.Features.DeviceTaintRules = servesResource(lists, "devicetaintrules")
+	f := &status.Features
+	f.DeviceTaintRulesVersion = servingVersion(lists, "devicetaintrules")
+	f.DeviceTaintRules = f.DeviceTaintRulesVersion != ""
+	f.ResourcePoolStatusRequestsVersion = servingVersion(lists, "resourcepoolstatusrequests")
+	f.ResourcePoolStatusRequests = f.ResourcePoolStatusRequestsVersion != ""
 
-	slices := p.Client.ResourceV1().ResourceSlices()
-	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "drastack-probe"}
-	probeSliceFeature := func(name string, s *resourceapi.ResourceSlice, kept func(*resourceapi.ResourceSlice) bool) (bool, error) {
-		got, err := slices.Create(ctx, s, dry)
-		if err != nil {
-			if apierrors.IsInvalid(err) {
-				logger.V(4).Info("Feature probe refused", "feature", name, "err", err)
-				return false, nil
-			}
-			return false, fmt.Errorf("probe %s with a dry-run ResourceSlice: %w", name, err)
-		}
-		return kept(got), nil
-	}
-	var errs []error
-	var e error
-	status.Features.PartitionableDevices, e = probeSliceFeature("partitionableDevices", partitionableSlice(), keptPartitionable)
-	errs = append(errs, e)
-	status.Features.ListTypeAttributes, e = probeSliceFeature("listTypeAttributes", listAttributeSlice(), keptListAttribute)
-	errs = append(errs, e)
-	status.Features.DeviceTaints, e = probeSliceFeature("deviceTaints", taintSlice(), keptTaint)
-	errs = append(errs, e)
+	r := &dryRunner{ctx: ctx}
+	sliceAPI := p.Client.ResourceV1().ResourceSlices()
+	claimAPI := p.Client.ResourceV1().ResourceClaims(ns)
 
-	got, err := p.Client.ResourceV1().ResourceClaims(ns).Create(ctx, prioritizedListClaim(ns), dry)
-	switch {
-	case err == nil:
-		status.Features.PrioritizedList = keptFirstAvailable(got)
-	case apierrors.IsInvalid(err):
-		status.Features.PrioritizedList = false
-	default:
-		errs = append(errs, fmt.Errorf("probe prioritizedList with a dry-run ResourceClaim in namespace %s: %w", ns, err))
-	}
-	if err := errors.Join(errs...); err != nil {
+	got, _ := dryRunCreate(r, sliceAPI.Create, partitionableSlice())
+	f.PartitionableDevices = keptPartitionable(got)
+	got, _ = dryRunCreate(r, sliceAPI.Create, partitionFeaturesSlice())
+	f.CompatibilityGroups = keptPartitionable(got) && keptCompatibilityGroups(got)
+	f.PartitionType = keptPartitionable(got) && keptPartitionType(got)
+	got, _ = dryRunCreate(r, sliceAPI.Create, listAttributeSlice())
+	f.ListTypeAttributes = keptListAttribute(got)
+	got, _ = dryRunCreate(r, sliceAPI.Create, deviceFeaturesSlice())
+	f.DeviceTaints = keptTaint(got)
+	f.BindingConditions = keptBindingConditions(got)
+	f.OptionalNodeOperations = keptSkipNodeOperations(got)
+	multiAllocatable := keptMultiAllocatable(got)
+
+	claim, _ := dryRunCreate(r, claimAPI.Create, prioritizedListClaim(ns))
+	f.PrioritizedList = keptFirstAvailable(claim)
+	claim, _ = dryRunCreate(r, claimAPI.Create, requestFeaturesClaim(ns))
+	f.ConsumableCapacity = multiAllocatable && keptCapacityRequest(claim)
+	f.DerivedAttributes = keptDerivedAttributes(claim)
+	claim, refusal := dryRunCreate(r, claimAPI.Create, adminAccessClaim(ns))
+	f.AdminAccess = keptAdminAccess(claim) || refusedForAdminAccess(refusal)
+
+	class, _ := dryRunCreate(r, p.Client.ResourceV1().DeviceClasses().Create, extendedResourceClass())
+	f.ExtendedResources = keptExtendedResourceName(class)
+
+	if err := errors.Join(r.errs...); err != nil {
 		return nil, err
 	}
 	now := metav1.Now()
 	status.LastProbeTime = &now
 	return status, nil
+}
+
+// dryRunner sends the probe's dry-run writes and collects their failures.
+type dryRunner struct {
+	ctx  context.Context
+	errs []error
+}
+
+// dryRunCreate creates obj with a server-side dry run and returns what the
+// server would have stored. A write refused by validation returns a nil
+// object (which every kept function reads as "not kept") and the refusal,
+// for the rare probe that learns from it. Any other failure is collected in
+// r.errs, because it says nothing about the feature.
+func dryRunCreate[T metav1.Object](r *dryRunner, create func(context.Context, T, metav1.CreateOptions) (T, error), obj T) (got T, refusal error) {
+	var none T
+	got, err := create(r.ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "drastack-probe"})
+	switch {
+	case err == nil:
+		return got, nil
+	case apierrors.IsInvalid(err):
+		klog.FromContext(r.ctx).V(4).Info("Feature probe refused", "object", obj.GetName(), "err", err)
+		return none, err
+	default:
+		what := obj.GetName()
+		if ns := obj.GetNamespace(); ns != "" {
+			what = ns + "/" + what
+		}
+		kind := strings.TrimPrefix(fmt.Sprintf("%T", obj), "*v1.")
+		r.errs = append(r.errs, fmt.Errorf("probe with a dry-run %s %s: %w", kind, what, err))
+		return none, nil
+	}
 }
