@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -173,7 +174,12 @@ func Compare(c *Case, names [2]string, a, b []Outcome) ([]Problem, Stats) {
 			if va == NotSupported {
 				k, v = 1, vb
 			}
-			if v != Allocated && v != Unsatisfiable && v != Inconclusive {
+			// A claim may still be invalid for another reason (a count
+			// above the per-claim limit), never for its constraints.
+			var invalid *allocator.InvalidClaimError
+			otherwise := v == Invalid && errors.As([2]Outcome{a[i], b[i]}[k].Err, &invalid) &&
+				!strings.HasPrefix(invalid.Field, allocator.CELConstraintsField)
+			if v != Allocated && v != Unsatisfiable && v != Inconclusive && !otherwise {
 				p.Message = fmt.Sprintf("%s says %s (%v) for valid CEL constraints", names[k], v, [2]Outcome{a[i], b[i]}[k].Err)
 				problems = append(problems, p)
 			}

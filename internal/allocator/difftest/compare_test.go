@@ -33,6 +33,7 @@ func TestCompare(t *testing.T) {
 	notSupported := classify(nil, fmt.Errorf("x: %w", allocator.ErrNotSupported))
 	failed := classify(nil, errors.New("boom"))
 	invalid := classify(nil, &allocator.InvalidClaimError{Claim: "default/claim", Field: "spec", Err: errors.New("bad")})
+	invalidCEL := classify(nil, &allocator.InvalidClaimError{Claim: "default/claim", Field: allocator.CELConstraintsField + "[0].expression", Err: errors.New("bad")})
 
 	tests := []struct {
 		name        string
@@ -52,7 +53,8 @@ func TestCompare(t *testing.T) {
 		{name: "an unexpected error is a problem", a: failed, b: unsat, wantProblem: "unexpected error"},
 		{name: "not supported without CEL constraints is a problem", a: good, b: notSupported, wantProblem: "not supported"},
 		{name: "CEL constraints: only native answers", cel: true, a: good, b: notSupported},
-		{name: "CEL constraints: native must answer", cel: true, a: invalid, b: notSupported, wantProblem: "valid CEL constraints"},
+		{name: "CEL constraints: native must answer", cel: true, a: invalidCEL, b: notSupported, wantProblem: "valid CEL constraints"},
+		{name: "CEL constraints: a claim invalid for another reason", cel: true, a: invalid, b: notSupported},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

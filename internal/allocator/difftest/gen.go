@@ -8,6 +8,7 @@ package difftest
 
 import (
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,6 +103,12 @@ func (g *gen) cluster() {
 		if g.chance(0.4) {
 			g.partitionPool(n.Name)
 		}
+		if g.chance(0.3) {
+			g.quantityPool(n.Name)
+		}
+	}
+	if g.chance(0.08) {
+		g.manyPool(in.Nodes[g.r.IntN(len(in.Nodes))].Name)
 	}
 	if g.chance(0.5) {
 		g.multiHostPool()
@@ -307,4 +314,83 @@ func (g *gen) fabricPool() {
 	s := g.slice("fabric", nicDriver, "fabric", 1, 1, devs)
 	s.Spec.AllNodes = ptr.To(true)
 	g.track(nicDriver, "fabric", s)
+}
+
+// scales are the units of quantityPool's counters, as powers of ten: from
+// 1n to 1e18, where exact arithmetic needs more than an int64 of
+// nano-units.
+var scales = []int64{-9, -6, -3, 0, 3, 9, 15, 18}
+
+// nanoQuantity is v nano-units, exactly, however large.
+func nanoQuantity(v *big.Int) resource.Quantity {
+	return resource.MustParse(v.String() + "n")
+}
+
+// quantityPool is a node-local pool with one counter at a random scale
+// (1n to 1e18) and devices consuming amounts at and around its boundaries:
+// the whole counter, half of it, one unit or one nano-unit more or less,
+// and amounts of other scales, so that only exact arithmetic allocates
+// exactly what kube-scheduler does.
+func (g *gen) quantityPool(node string) {
+	pool := node + "-qty"
+	pow := func(e int64) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(e), nil) }
+	unit := pow(scales[g.r.IntN(len(scales))] + 9) // in nano-units
+	capacity := new(big.Int).Mul(unit, big.NewInt(int64(1+g.r.IntN(4))))
+	one := big.NewInt(1)
+	amount := func() *big.Int {
+		v := new(big.Int)
+		switch g.r.IntN(9) {
+		case 0:
+			v.Set(capacity)
+		case 1:
+			v.Quo(capacity, big.NewInt(2))
+		case 2:
+			v.Add(capacity, one)
+		case 3:
+			v.Sub(capacity, one)
+		case 4:
+			v.Set(unit)
+		case 5:
+			v.Add(unit, one)
+		case 6:
+			v.Sub(unit, one)
+		case 7:
+			// Another scale altogether.
+			v.Set(pow(scales[g.r.IntN(len(scales))] + 9))
+		default:
+			v.Quo(new(big.Int).Mul(capacity, big.NewInt(int64(1+g.r.IntN(3)))), big.NewInt(3))
+		}
+		if v.Sign() <= 0 {
+			v.Set(one)
+		}
+		return v
+	}
+	cs := g.slice(node+"-qty-counters", gpuDriver, pool, 1, 2, nil)
+	cs.Spec.NodeName = ptr.To(node)
+	cs.Spec.SharedCounters = []resourceapi.CounterSet{{Name: "q", Counters: map[string]resourceapi.Counter{"c": {Value: nanoQuantity(capacity)}}}}
+	var devs []resourceapi.Device
+	for i := range 2 + g.r.IntN(3) {
+		d := g.gpuDevice(fmt.Sprintf("q-%d", i), 40+i)
+		d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "q", Counters: map[string]resourceapi.Counter{"c": {Value: nanoQuantity(amount())}}}}
+		devs = append(devs, d)
+	}
+	ds := g.slice(node+"-qty-devices", gpuDriver, pool, 1, 2, devs)
+	ds.Spec.NodeName = ptr.To(node)
+	g.track(gpuDriver, pool, ds)
+}
+
+// manyPool is a node-local pool with more devices than a claim can hold
+// (34), for counts near the per-claim limit of 32.
+func (g *gen) manyPool(node string) {
+	pool := node + "-many"
+	devs := make([]resourceapi.Device, 34)
+	for i := range devs {
+		devs[i] = resourceapi.Device{Name: fmt.Sprintf("m-%d", i), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"index": {IntValue: ptr.To(int64(100 + i))},
+			"model": {StringValue: ptr.To("m")},
+		}}
+	}
+	s := g.slice(node+"-many", gpuDriver, pool, 1, 1, devs)
+	s.Spec.NodeName = ptr.To(node)
+	g.track(gpuDriver, pool, s)
 }

@@ -103,6 +103,10 @@ var requestSelectors = []string{
 var classes = []string{"gpu", "gpu", "gpu", "gpu-big", "nic", "any"}
 
 func (g *gen) count() int64 {
+	if g.chance(0.04) {
+		// Near and above the per-claim limit of 32 devices.
+		return []int64{16, 17, 30, 32, 33, 40}[g.r.IntN(6)]
+	}
 	switch g.r.IntN(10) {
 	case 0, 1:
 		return 2

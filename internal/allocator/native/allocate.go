@@ -113,6 +113,23 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			}
 			continue
 		}
+		if p.hasAll {
+			var lerr error
+			err := s.overLimit(p, ni, func(i, b int) int {
+				nc, err := s.nodeCands(ctx, p.slots[i].subs[b].cs, ni)
+				if err != nil {
+					lerr = p.candidateError(i, b, err)
+					return 0
+				}
+				return len(nc.all)
+			})
+			if lerr != nil {
+				return nil, lerr
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
 		own, fits := false, true
 		key = append(key[:0], 'r')
 		for i := range p.slots {

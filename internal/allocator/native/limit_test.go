@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/drastack/drastack/internal/allocator"
@@ -40,6 +41,8 @@ func TestPerClaimLimit(t *testing.T) {
 		gpus     int
 		claim    *resourceapi.ResourceClaim
 		maxSteps int64
+		// central: allocate among nodes n0 and n1 (n1 has the devices).
+		central bool
 		// want is the device count per request name; nil expects failure.
 		want      map[string]int
 		wantErr   error
@@ -70,6 +73,29 @@ func TestPerClaimLimit(t *testing.T) {
 		claim:     claim("c", req("r", 33)),
 		wantField: "spec.devices.requests[0].exactly.count",
 	}, {
+		// kube-scheduler counts an All request's devices on the node
+		// against the limit before it searches: an error, not a shortage.
+		name:      "a request for all of 36 devices is invalid on that node",
+		gpus:      36,
+		claim:     claim("c", allMode(req("r", 0))),
+		wantField: "spec.devices.requests",
+	}, {
+		name:  "a request for all of 32 devices is allocated",
+		gpus:  32,
+		claim: claim("c", allMode(req("r", 0))),
+		want:  map[string]int{"r": 32},
+	}, {
+		name:      "all of 31 devices and one more are invalid",
+		gpus:      31,
+		claim:     claim("c", allMode(req("a", 0)), firstAvailable("b", subReq("x", 2), subReq("y", 2))),
+		wantField: "spec.devices.requests",
+	}, {
+		name:      "a request for all of 36 devices is invalid when allocating centrally",
+		gpus:      36,
+		claim:     claim("c", allMode(req("r", 0))),
+		central:   true,
+		wantField: "spec.devices.requests",
+	}, {
 		// The case: 30 devices for r0 leave 2 for r1's 16. The
 		// search must move to r0's 16 at once, not try all C(36,30)
 		// choices of 30 devices (about 1.9 million).
@@ -96,7 +122,11 @@ func TestPerClaimLimit(t *testing.T) {
 		want:     map[string]int{"r0/b": 10, "r1": 10, "r2/x": 5},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newTestSession(t, allocator.Inputs{Slices: manyGPUs(tc.gpus)})
+			in := allocator.Inputs{Slices: manyGPUs(tc.gpus)}
+			if tc.central {
+				in.Nodes = []*corev1.Node{node("n0", nil), node("n1", nil)}
+			}
+			s := newTestSession(t, in)
 			got, _, err := allocateOne(t, s, tc.claim, allocator.Options{MaxSteps: tc.maxSteps})
 			if tc.want == nil {
 				if err == nil {

@@ -230,6 +230,41 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 	return nil
 }
 
+// overLimit applies kube-scheduler's per-claim limit once the devices of
+// All requests are known on a node: a claim whose requests need more than
+// 32 devices even with the smallest alternative of each, an All request
+// counting every matching device the node sees (all(i, b) for slot i,
+// alternative b), is an error for the claim, not a shortage. (Up front,
+// planClaim counts an All request as one device.)
+func (s *Session) overLimit(p *plan, node int, all func(i, b int) int) error {
+	if !p.hasAll {
+		return nil
+	}
+	for i := 0; i < len(p.slots); {
+		claim, least := p.slots[i].claim, 0
+		for ; i < len(p.slots) && p.slots[i].claim == claim; i++ {
+			fewest := math.MaxInt32
+			for b := range p.slots[i].subs {
+				n := p.slots[i].subs[b].count
+				if p.slots[i].subs[b].all {
+					n = all(i, b)
+				}
+				fewest = min(fewest, n)
+			}
+			least += fewest
+		}
+		if least > maxResults {
+			where := "without a node"
+			if node >= 0 {
+				where = "on node " + s.nodes[node].Name
+			}
+			return &allocator.InvalidClaimError{Claim: allocator.ClaimKey(p.claims[claim]), Field: "spec.devices.requests",
+				Err: fmt.Errorf("asks for at least %d devices %s (requests for all devices counted in full), more than the %d a claim can hold", least, where, maxResults)}
+		}
+	}
+	return nil
+}
+
 // addSub appends sb to the alternatives of the slot being planned, which
 // are the last entries of p.subs.
 func (p *plan) addSub(subs []sub, sb sub) []sub {

@@ -104,6 +104,9 @@ func (x *search) run(node int) (bool, error) {
 	if err := x.load(); err != nil {
 		return false, err
 	}
+	if err := x.s.overLimit(x.p, x.node, func(i, b int) int { return len(x.cands[i][b]) }); err != nil {
+		return false, err
+	}
 	if x.p.strict {
 		return x.runStrict()
 	}
