@@ -5,6 +5,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	"github.com/drastack/drastack/internal/allocator"
@@ -39,6 +40,19 @@ func TestGeneratorCovers(t *testing.T) {
 			if len(p.CounterSets) > 0 {
 				seen["shared counters"]++
 			}
+			for _, cs := range p.CounterSets {
+				for _, q := range cs.Counters {
+					if _, ok := q.AsInt64(); !ok {
+						seen["counters beyond int64 units"]++
+					}
+					if q.Cmp(resource.MustParse("1")) < 0 {
+						seen["counters below one unit"]++
+					}
+				}
+			}
+			if len(p.Devices) > 32 {
+				seen["more devices than a claim holds"]++
+			}
 		}
 		for _, s := range c.Inputs.Slices {
 			if ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
@@ -72,6 +86,14 @@ func TestGeneratorCovers(t *testing.T) {
 				if len(r.FirstAvailable) > 0 {
 					seen["firstAvailable"]++
 				}
+				for _, sub := range r.FirstAvailable {
+					if sub.Count > 32 {
+						seen["firstAvailable count above 32"]++
+					}
+				}
+				if r.Exactly != nil && r.Exactly.Count >= 16 {
+					seen["count near the per-claim limit"]++
+				}
 				if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeAll {
 					seen["All"]++
 					if len(claim.Spec.Devices.Constraints) > 0 {
@@ -97,6 +119,8 @@ func TestGeneratorCovers(t *testing.T) {
 	}
 	for _, feature := range []string{
 		"incomplete pool", "stale slices", "shared counters", "per-device node selection", "taints",
+		"counters beyond int64 units", "counters below one unit", "more devices than a claim holds",
+		"firstAvailable count above 32", "count near the per-claim limit",
 		"list attributes", "allocated claims", "central allocation", "allocation for a node",
 		"firstAvailable", "All", "All with constraints", "over-consumed counters", "adminAccess", "tolerations", "matchAttribute", "distinctAttribute", "CEL constraints",
 	} {
