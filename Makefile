@@ -6,10 +6,13 @@ SHELL := /usr/bin/env bash -o pipefail
 
 VERSION ?= 0.1.0
 IMG ?= ghcr.io/drastack/drastack:v$(VERSION)
-K8S_VERSION ?= v1.36.3
+K8S_VERSION ?= v1.37.2
+# The older release `make test` runs a compatibility smoke on.
+K8S_COMPAT_VERSION ?= v1.36.3
 
 LOCALBIN ?= $(CURDIR)/bin
 K8S_BIN ?= $(LOCALBIN)/k8s/$(K8S_VERSION)
+K8S_COMPAT_BIN ?= $(LOCALBIN)/k8s/$(K8S_COMPAT_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
@@ -95,12 +98,16 @@ run: manifests generate ## Run the manager against the current kubeconfig.
 ##@ Local control plane and demo
 
 .PHONY: k8s
-k8s: ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok (cached per machine).
-	hack/build-k8s.sh $(K8S_BIN)
+k8s: k8s-default ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok of both releases (cached per machine).
+	K8S_VERSION=$(K8S_COMPAT_VERSION) hack/build-k8s.sh $(K8S_COMPAT_BIN)
+
+.PHONY: k8s-default
+k8s-default: ## Build the control plane of K8S_VERSION only (what make demo needs).
+	K8S_VERSION=$(K8S_VERSION) hack/build-k8s.sh $(K8S_BIN)
 
 .PHONY: demo
 demo: tools build ## Run the operator on the embedded local control plane; DEMO_ONCE=1 exits after printing.
-	DEMO_ONCE=$(DEMO_ONCE) hack/demo.sh
+	DEMO_ONCE=$(DEMO_ONCE) K8S_VERSION=$(K8S_VERSION) hack/demo.sh
 
 ##@ Deployment
 
@@ -128,7 +135,7 @@ bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) for VE
 ##@ Tools
 
 .PHONY: tools
-tools: controller-gen kustomize k8s ## Install every tool the Makefile needs into bin/.
+tools: controller-gen kustomize k8s-default ## Install every tool the Makefile needs into bin/.
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)

@@ -9,7 +9,7 @@
 # Usage: hack/build-k8s.sh DEST   (DEST is bin/k8s/<version>)
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.36.3}
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
 STAGING_VERSION=${STAGING_VERSION:-v0.${K8S_VERSION#v1.}}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}

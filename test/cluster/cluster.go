@@ -43,6 +43,13 @@ type Cluster struct {
 	// BinaryDir is where the binaries were taken from.
 	BinaryDir string
 
+	// Gates are the DRA feature gates the release knows, with their
+	// defaults; unless Options.DefaultGates, every one of them is on.
+	Gates []FeatureGate
+
+	// gateFlag is the --feature-gates value of every component.
+	gateFlag string
+
 	opts       Options
 	env        *envtest.Environment
 	components []*component
@@ -59,7 +66,11 @@ type Cluster struct {
 // the failing component's log.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	begin := time.Now()
-	binDir, err := ResolveBinaryDir(opts.BinaryDir)
+	binDir, err := ResolveBinaryDirFor(opts.BinaryDir, opts.version())
+	if err != nil {
+		return nil, err
+	}
+	release, err := ReleaseFeatureGates(ctx, binDir)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +91,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("create log folder: %w", err)
 	}
-	c := &Cluster{Dir: dir, LogDir: logDir, BinaryDir: binDir, opts: opts}
+	c := &Cluster{Dir: dir, LogDir: logDir, BinaryDir: binDir, opts: opts, Gates: DRAGates(release),
+		gateFlag: gateFlag(release, opts.DefaultGates, opts.ExtraFeatureGates)}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()
@@ -164,10 +176,13 @@ func (c *Cluster) startAPIServer() error {
 	api.CertDir = filepath.Join(c.Dir, "apiserver")
 	api.Out = apiLog
 	api.Err = apiLog
-	api.Configure().
-		Set("runtime-config", RuntimeConfig).
-		Set("feature-gates", c.opts.featureGates()).
-		Set("authorization-mode", "RBAC")
+	api.Configure().Set("authorization-mode", "RBAC")
+	if !c.opts.DefaultGates {
+		api.Configure().Set("runtime-config", RuntimeConfig(c.opts.version()))
+	}
+	if c.gateFlag != "" {
+		api.Configure().Set("feature-gates", c.gateFlag)
+	}
 	for _, d := range []string{te.ControlPlane.Etcd.DataDir, api.CertDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)

@@ -34,7 +34,8 @@ const healthPollInterval = 200 * time.Millisecond
 // each with its own system:masters identity, and waits until the first two
 // answer /healthz.
 func (c *Cluster) startComponents(ctx context.Context) error {
-	gates := "--feature-gates=" + c.opts.featureGates()
+	// An empty --feature-gates= is accepted and changes nothing.
+	gates := "--feature-gates=" + c.gateFlag
 	verbosity := "--v=" + strconv.Itoa(c.opts.Verbosity)
 
 	schedKubeconfig, err := c.writeUserKubeconfig("system:kube-scheduler")

@@ -13,8 +13,12 @@ import (
 )
 
 // KubernetesVersion is the release the control plane binaries are built
-// from; the API server reports it as its git version.
-const KubernetesVersion = "v1.36.3"
+// from by default; the API server reports it as its git version.
+const KubernetesVersion = "v1.37.2"
+
+// CompatKubernetesVersion is the older release `make test` also runs a
+// compatibility smoke on, so that feature detection is proven on both.
+const CompatKubernetesVersion = "v1.36.3"
 
 // BinaryDirEnv overrides where the control plane binaries are looked up,
 // for machines that keep them outside the repository.
@@ -23,31 +27,45 @@ const BinaryDirEnv = "DRASTACK_K8S_BIN"
 // Binaries are the executables a binary folder must hold.
 var Binaries = []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl", "kwok"}
 
-// RuntimeConfig enables every resource.k8s.io version the 1.36 API server
-// can serve: v1 for the DRA core types, v1beta2 for DeviceTaintRule and
-// v1alpha3 for ResourcePoolStatusRequest.
-const RuntimeConfig = "resource.k8s.io/v1=true,resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true"
+// runtimeConfigs enables, per release, every resource.k8s.io version its
+// API server can serve: v1 for the DRA core types (and DeviceTaintRule
+// from 1.37), v1beta2 for DeviceTaintRule in 1.36, and v1alpha3 for
+// ResourcePoolStatusRequest. A release not listed gets v1 only.
+var runtimeConfigs = map[string]string{
+	"v1.36.3": "resource.k8s.io/v1=true,resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true",
+	"v1.37.2": "resource.k8s.io/v1=true,resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true",
+}
 
-// FeatureGates are the DRA features drastack builds on. They are passed to
-// every component, because the API server alone keeping a field is not
-// enough: kube-scheduler must also use it when it allocates.
-var FeatureGates = []string{
-	"DRAPartitionableDevices=true",
-	"DRADeviceTaints=true",
-	"DRADeviceTaintRules=true",
-	"DRAConsumableCapacity=true",
-	"DRAListTypeAttributes=true",
-	"DRAPrioritizedList=true",
+// RuntimeConfig returns the --runtime-config for a release (see
+// runtimeConfigs).
+func RuntimeConfig(version string) string {
+	if rc, ok := runtimeConfigs[version]; ok {
+		return rc
+	}
+	return "resource.k8s.io/v1=true"
 }
 
 // Options configures Start. The zero value starts a cluster without nodes
 // from the default binary folder.
 type Options struct {
+	// Version is the Kubernetes release to run. Default: KubernetesVersion.
+	// It picks the binary folder (unless BinaryDir is set) and the API
+	// versions enabled.
+	Version string
+
 	// BinaryDir holds the control plane binaries (see Binaries). Default:
-	// $DRASTACK_K8S_BIN, else bin/k8s/<KubernetesVersion> under the module
-	// root found from the working directory, else the per-user build cache
-	// that hack/build-k8s.sh fills.
+	// $DRASTACK_K8S_BIN when Version is the default, else
+	// bin/k8s/<Version> under the module root found from the working
+	// directory, else the per-user build cache that hack/build-k8s.sh
+	// fills.
 	BinaryDir string
+
+	// DefaultGates starts every component with the release's default
+	// feature gates and API versions (plus ExtraFeatureGates), as a
+	// cluster whose admin changed nothing. By default every DRA feature
+	// gate the release knows is turned on, alpha ones included, and every
+	// resource.k8s.io version is served, so tests can exercise them all.
+	DefaultGates bool
 
 	// Nodes is how many kwok nodes to create before Start returns. They are
 	// named kwok-node-0, kwok-node-1, ... and are Ready when Start returns.
@@ -71,8 +89,8 @@ type Options struct {
 	// temporary directory, removed by Stop.
 	LogDir string
 
-	// ExtraFeatureGates are appended to FeatureGates for every component,
-	// for example "DRADeviceBindingConditions=true".
+	// ExtraFeatureGates are appended to the DRA gates for every component,
+	// for example "SomeGate=false".
 	ExtraFeatureGates []string
 
 	// StartTimeout bounds each wait during Start (API server healthy,
@@ -114,27 +132,36 @@ func (o Options) logf(format string, args ...any) {
 	}
 }
 
-func (o Options) featureGates() string {
-	gates := append(append([]string{}, FeatureGates...), o.ExtraFeatureGates...)
-	return strings.Join(gates, ",")
+func (o Options) version() string {
+	if o.Version == "" {
+		return KubernetesVersion
+	}
+	return o.Version
 }
 
-// ResolveBinaryDir returns the folder the binaries are taken from, in the
-// order documented on Options.BinaryDir, and checks that every binary is
-// there. The error names the missing binaries and how to build them.
+// ResolveBinaryDir returns the folder the binaries of the default release
+// are taken from (see ResolveBinaryDirFor).
 func ResolveBinaryDir(explicit string) (string, error) {
+	return ResolveBinaryDirFor(explicit, KubernetesVersion)
+}
+
+// ResolveBinaryDirFor returns the folder the binaries of a release are
+// taken from, in the order documented on Options.BinaryDir, and checks that
+// every binary is there. The error names the missing binaries and how to
+// build them.
+func ResolveBinaryDirFor(explicit, version string) (string, error) {
 	var candidates []string
 	switch {
 	case explicit != "":
 		candidates = []string{explicit}
-	case os.Getenv(BinaryDirEnv) != "":
+	case os.Getenv(BinaryDirEnv) != "" && version == KubernetesVersion:
 		candidates = []string{os.Getenv(BinaryDirEnv)}
 	default:
 		if root, err := moduleRoot(); err == nil {
-			candidates = append(candidates, filepath.Join(root, "bin", "k8s", KubernetesVersion))
+			candidates = append(candidates, filepath.Join(root, "bin", "k8s", version))
 		}
 		if cache, err := userCacheDir(); err == nil {
-			candidates = append(candidates, filepath.Join(cache, "drastack", "k8s", KubernetesVersion))
+			candidates = append(candidates, filepath.Join(cache, "drastack", "k8s", version))
 		}
 	}
 	var problems []string
@@ -152,8 +179,8 @@ func ResolveBinaryDir(explicit string) (string, error) {
 	if len(candidates) == 0 {
 		return "", errors.New("no folder to look for the control plane binaries in: set " + BinaryDirEnv)
 	}
-	return "", fmt.Errorf("control plane binaries not found (%s); build them with hack/build-k8s.sh bin/k8s/%s or set %s",
-		strings.Join(problems, "; "), KubernetesVersion, BinaryDirEnv)
+	return "", fmt.Errorf("control plane binaries not found (%s); build them with K8S_VERSION=%s hack/build-k8s.sh bin/k8s/%s or set %s",
+		strings.Join(problems, "; "), version, version, BinaryDirEnv)
 }
 
 func missingBinaries(dir string) []string {

@@ -37,24 +37,11 @@ const drvTimeout = 2 * time.Minute
 // rollout timeout, so "not publishing" and "stalled" show within seconds.
 func drvStartOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, probeNamespace string) func() {
 	t.Helper()
-	mgr, err := operator.New(c.Config, operator.Options{
+	return startOperator(ctx, t, c, operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: probeNamespace,
 		DriverPublishGrace:   3 * time.Second,
 		DriverRolloutTimeout: 8 * time.Second,
-		SkipNameValidation:   true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(opCtx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("operator: %v", err)
-		}
-	}
 }
 
 // setDrivers writes DRAStack spec.drivers, creating the DRAStack when there

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,16 +20,36 @@ import (
 	"github.com/drastack/drastack/test/cluster"
 )
 
-// runOperator runs the operator in-process, exactly as cmd/manager wires
-// it, and returns the func that stops it (safe to call twice). probeNS is
-// an existing namespace for the cluster probe's dry-run claims.
+// operatorDeployDir is the kustomize folder `make deploy` installs; the
+// operator under test gets the identity and RBAC it renders.
+const operatorDeployDir = "../../config/default"
+
+// runOperator runs the operator as startOperator does, with default
+// options. probeNS is an existing namespace for the cluster probe's dry-run
+// claims.
 func runOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, probeNS string) func() {
 	t.Helper()
-	mgr, err := operator.New(c.Config, operator.Options{
-		MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: probeNS,
-		// Suites run one after another in this process, each with a manager.
-		SkipNameValidation: true,
-	})
+	return startOperator(ctx, t, c, operator.Options{MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: probeNS})
+}
+
+// startOperator runs the operator in-process, exactly as cmd/manager wires
+// it, and as deployed: with the ServiceAccount and RBAC that config/default
+// installs, through a token from the TokenRequest API, never as an
+// administrator (DeployOperatorIdentity checks that with a
+// SelfSubjectReview). Every request the API server refuses it is counted,
+// and the returned stop func fails the test if there was one: the RBAC the
+// operator ships with must be enough for everything it does. stop is safe
+// to call twice.
+func startOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, o operator.Options) func() {
+	t.Helper()
+	id, err := c.DeployOperatorIdentity(ctx, operatorDeployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Suites run one after another in this process, each with a manager.
+	o.SkipNameValidation = true
+	cfg, refused := withRefusalCounter(id.Config)
+	mgr, err := operator.New(cfg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +62,10 @@ func runOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, probeNS 
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("operator: %v", err)
+			}
+			if got := refused.list(); len(got) > 0 {
+				t.Errorf("the API server refused %d request(s) of the operator running as %s; its RBAC lacks: %s",
+					len(got), id.Username, strings.Join(got, "; "))
 			}
 		})
 	}

@@ -38,7 +38,11 @@ func run() error {
 	kubeconfig := fs.String("kubeconfig", "", "write the administrator kubeconfig to this path (default: only inside the cluster's temporary folder)")
 	crds := fs.String("crds", "", "folder of CustomResourceDefinitions to install before reporting ready")
 	logDir := fs.String("log-dir", "", "folder for the component logs, kept after exit (default: temporary, removed on exit)")
-	binDir := fs.String("bin-dir", "", "folder with the control plane binaries (default: $"+cluster.BinaryDirEnv+", else bin/k8s/"+cluster.KubernetesVersion+" of the module)")
+	binDir := fs.String("bin-dir", "", "folder with the control plane binaries (default: $"+cluster.BinaryDirEnv+", else bin/k8s/VERSION of the module)")
+	version := fs.String("version", cluster.KubernetesVersion, "Kubernetes release to run (its binaries must be built: make k8s)")
+	defaultGates := fs.Bool("default-gates", false, "start with the release's default feature gates instead of every DRA gate on")
+	deployDir := fs.String("operator-deploy", "", "kustomize folder (config/default) whose Namespace, ServiceAccount and RBAC are installed for the operator")
+	operatorKubeconfig := fs.String("operator-kubeconfig", "", "with -operator-deploy: write a kubeconfig for the operator's ServiceAccount (token from the TokenRequest API) to this path")
 	verbosity := fs.Int("v", 0, "log level of kube-scheduler and kube-controller-manager")
 	timeout := fs.Duration("start-timeout", 3*time.Minute, "how long to wait for the cluster to come up")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -46,10 +50,12 @@ func run() error {
 	}
 
 	opts := cluster.Options{
-		BinaryDir: *binDir,
-		Nodes:     *nodes,
-		LogDir:    *logDir,
-		Verbosity: *verbosity,
+		BinaryDir:    *binDir,
+		Version:      *version,
+		DefaultGates: *defaultGates,
+		Nodes:        *nodes,
+		LogDir:       *logDir,
+		Verbosity:    *verbosity,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "localcluster: "+format+"\n", args...)
 		},
@@ -81,13 +87,27 @@ func run() error {
 			return err
 		}
 	}
+	if *deployDir != "" {
+		id, err := c.DeployOperatorIdentity(startCtx, *deployDir)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "localcluster: operator identity %s installed from %s\n", id.Username, *deployDir)
+		if *operatorKubeconfig != "" {
+			if _, err := copyKubeconfig(id.KubeconfigPath, *operatorKubeconfig); err != nil {
+				return err
+			}
+		}
+	}
 	fmt.Fprintf(os.Stderr, "localcluster: started in %s; logs in %s\n", time.Since(begin).Round(100*time.Millisecond), c.LogDir)
 	fmt.Printf("cluster ready: kubeconfig=%s\n", path)
 
 	<-ctx.Done()
-	if *kubeconfig != "" {
-		// The kubeconfig points at a server that is about to disappear.
-		_ = os.Remove(*kubeconfig)
+	// The kubeconfigs point at a server that is about to disappear.
+	for _, p := range []string{*kubeconfig, *operatorKubeconfig} {
+		if p != "" {
+			_ = os.Remove(p)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/drastack/drastack/internal/bundle"
+)
+
+// identityKinds are the objects of config/default that make the operator's
+// identity: where it runs, who it is, and what it may do. The Deployment is
+// left out (the operator under test runs as a process of the test), and so
+// are the CRDs (Start installs them).
+var identityKinds = []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+// tokenSeconds is how long the operator's token is valid: longer than any
+// test run or demo session.
+const tokenSeconds = 24 * 60 * 60
+
+// OperatorIdentity is the operator as `make deploy` installs it: its
+// ServiceAccount, bound to exactly the RBAC of config/rbac.
+type OperatorIdentity struct {
+	// Namespace is the operator's namespace (drastack-system).
+	Namespace string
+	// ServiceAccount is the operator's ServiceAccount name.
+	ServiceAccount string
+	// Username is how the API server sees the operator
+	// (system:serviceaccount:NAMESPACE:NAME), checked with a
+	// SelfSubjectReview.
+	Username string
+	// Config authenticates as the ServiceAccount with a token from the
+	// TokenRequest API.
+	Config *rest.Config
+	// KubeconfigPath is a kubeconfig file for Config, for the manager
+	// binary.
+	KubeconfigPath string
+}
+
+// DeployOperatorIdentity renders deployDir (config/default) with kustomize,
+// applies its Namespace, ServiceAccount and RBAC objects as the installing
+// administrator would, and returns a client identity for the
+// ServiceAccount. It asks the API server with a SelfSubjectReview who that
+// identity is and fails unless it is exactly the ServiceAccount, so an
+// operator started with it cannot be an administrator by accident.
+//
+// It is idempotent: a second call re-applies the objects and returns a
+// fresh token.
+func (c *Cluster) DeployOperatorIdentity(ctx context.Context, deployDir string) (*OperatorIdentity, error) {
+	objs, err := bundle.Build(deployDir)
+	if err != nil {
+		return nil, err
+	}
+	var docs []string
+	id := &OperatorIdentity{}
+	for _, o := range objs {
+		if !slices.Contains(identityKinds, o.GetKind()) {
+			continue
+		}
+		if o.GetKind() == "ServiceAccount" {
+			if id.ServiceAccount != "" {
+				return nil, fmt.Errorf("%s renders more than one ServiceAccount (%s/%s and %s/%s)", deployDir, id.Namespace, id.ServiceAccount, o.GetNamespace(), o.GetName())
+			}
+			id.Namespace, id.ServiceAccount = o.GetNamespace(), o.GetName()
+		}
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("serialize %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		docs = append(docs, string(data))
+	}
+	if id.ServiceAccount == "" {
+		return nil, fmt.Errorf("%s renders no ServiceAccount", deployDir)
+	}
+	manifest := filepath.Join(c.Dir, "operator-identity.yaml")
+	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", manifest, err)
+	}
+	if _, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=drastack-install", "-f", manifest); err != nil {
+		return nil, err
+	}
+
+	exp := int64(tokenSeconds)
+	tr, err := c.Client.CoreV1().ServiceAccounts(id.Namespace).CreateToken(ctx, id.ServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("request a token for ServiceAccount %s/%s: %w", id.Namespace, id.ServiceAccount, err)
+	}
+	cfg := rest.AnonymousClientConfig(c.Config)
+	cfg.BearerToken = tr.Status.Token
+	cfg.QPS, cfg.Burst = c.Config.QPS, c.Config.Burst
+	id.Config = cfg
+
+	want := "system:serviceaccount:" + id.Namespace + ":" + id.ServiceAccount
+	if err := checkIdentity(ctx, cfg, want); err != nil {
+		return nil, err
+	}
+	id.Username = want
+	id.KubeconfigPath = filepath.Join(c.Dir, "operator.kubeconfig")
+	if err := writeTokenKubeconfig(id.KubeconfigPath, cfg); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// checkIdentity asks the API server who cfg authenticates as and fails
+// unless it is want, without the system:masters group.
+func checkIdentity(ctx context.Context, cfg *rest.Config, want string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client for %s: %w", want, err)
+	}
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("SelfSubjectReview as %s: %w", want, err)
+	}
+	u := r.Status.UserInfo
+	if u.Username != want || slices.Contains(u.Groups, "system:masters") {
+		return fmt.Errorf("the operator's credentials authenticate as %q (groups %v), want %q without system:masters", u.Username, u.Groups, want)
+	}
+	return nil
+}
+
+// writeTokenKubeconfig writes a kubeconfig for a token-authenticated
+// config.
+func writeTokenKubeconfig(path string, cfg *rest.Config) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["operator"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "operator"}
+	kc.CurrentContext = "operator"
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return fmt.Errorf("write operator kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
