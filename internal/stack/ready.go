@@ -71,23 +71,6 @@ func ReadyCondition(conds []metav1.Condition, generation int64) metav1.Condition
 	return ready
 }
 
-// Requirement is a cluster feature the spec needs, with the field that needs it.
-type Requirement struct {
-	Feature string
-	Field   string
-}
-
-// Requirements lists the cluster features a spec needs.
-func Requirements(spec *v1alpha1.DRAStackSpec) []Requirement {
-	var reqs []Requirement
-	if len(spec.MultiHost) > 0 {
-		reqs = append(reqs,
-			Requirement{Feature: "partitionableDevices", Field: "spec.multiHost"},
-			Requirement{Feature: "listTypeAttributes", Field: "spec.multiHost"})
-	}
-	return reqs
-}
-
 // CompatibleCondition decides ClusterCompatible from what the cluster
 // supports and what the spec needs. probeErr is a failed probe: the
 // condition is then Unknown and the last known cluster status is kept.
@@ -105,34 +88,18 @@ func CompatibleCondition(spec *v1alpha1.DRAStackSpec, cluster *v1alpha1.ClusterS
 	var missing []string
 	for _, r := range Requirements(spec) {
 		if !HasFeature(&cluster.Features, r.Feature) {
-			missing = append(missing, fmt.Sprintf("%s needs feature %s", r.Field, r.Feature))
+			missing = append(missing, r.String())
 		}
 	}
 	if len(missing) > 0 {
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonFeatureMissing
-		c.Message = strings.Join(missing, "; ") + " (enable its feature gate on the API server)"
+		c.Message = fmt.Sprintf("Kubernetes %s lacks what the spec needs: %s; enable the feature gates on kube-apiserver and kube-scheduler",
+			cluster.KubernetesVersion, strings.Join(missing, "; "))
 		return c
 	}
 	c.Status, c.Reason = metav1.ConditionTrue, ReasonCompatible
 	c.Message = fmt.Sprintf("Kubernetes %s serves resource.k8s.io %s", cluster.KubernetesVersion, strings.Join(cluster.ResourceAPIVersions, ", "))
 	return c
-}
-
-// HasFeature reads a feature by its JSON name.
-func HasFeature(f *v1alpha1.ClusterFeatures, name string) bool {
-	switch name {
-	case "partitionableDevices":
-		return f.PartitionableDevices
-	case "listTypeAttributes":
-		return f.ListTypeAttributes
-	case "deviceTaints":
-		return f.DeviceTaints
-	case "deviceTaintRules":
-		return f.DeviceTaintRules
-	case "prioritizedList":
-		return f.PrioritizedList
-	}
-	return false
 }
 
 // SpecCondition turns validation errors into SpecValid.

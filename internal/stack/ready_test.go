@@ -51,6 +51,16 @@ func TestCompatibleCondition(t *testing.T) {
 		Features: v1alpha1.ClusterFeatures{PartitionableDevices: true, ListTypeAttributes: true}}
 	noPartitions := full.DeepCopy()
 	noPartitions.Features.PartitionableDevices = false
+	withTaintRules := full.DeepCopy()
+	withTaintRules.Features.DeviceTaintRules, withTaintRules.Features.DeviceTaintRulesVersion = true, "v1"
+	withTaints := full.DeepCopy()
+	withTaints.Features.DeviceTaints = true
+	centralNodeLocal := &v1alpha1.DRAStackSpec{Claims: v1alpha1.ClaimsSpec{Central: []v1alpha1.CentralDevices{
+		{Driver: "gpu.example.com", NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"topology": "true"}}},
+	}}}
+	centralPublished := &v1alpha1.DRAStackSpec{MultiHost: multiHost.MultiHost, Claims: v1alpha1.ClaimsSpec{Central: []v1alpha1.CentralDevices{
+		{Driver: "tpu.example.com"},
+	}}}
 	tests := []struct {
 		name       string
 		spec       *v1alpha1.DRAStackSpec
@@ -63,7 +73,17 @@ func TestCompatibleCondition(t *testing.T) {
 		{name: "compatible", spec: multiHost, cluster: full, wantStatus: metav1.ConditionTrue, wantReason: ReasonCompatible, wantInMsg: "v1.36.3"},
 		{name: "probe failed", spec: multiHost, cluster: full, probeErr: errors.New("boom"), wantStatus: metav1.ConditionUnknown, wantReason: ReasonProbeFailed, wantInMsg: "boom"},
 		{name: "no v1", spec: &v1alpha1.DRAStackSpec{}, cluster: &v1alpha1.ClusterStatus{ResourceAPIVersions: []string{"v1beta1"}}, wantStatus: metav1.ConditionFalse, wantReason: ReasonResourceAPIAbsent, wantInMsg: "resource.k8s.io/v1"},
-		{name: "multiHost needs partitionable devices", spec: multiHost, cluster: noPartitions, wantStatus: metav1.ConditionFalse, wantReason: ReasonFeatureMissing, wantInMsg: "partitionableDevices"},
+		{name: "multiHost needs partitionable devices", spec: multiHost, cluster: noPartitions, wantStatus: metav1.ConditionFalse, wantReason: ReasonFeatureMissing,
+			wantInMsg: "spec.multiHost needs partitionableDevices (feature gate DRAPartitionableDevices)"},
+		{name: "central node-local pools need taint rules", spec: centralNodeLocal, cluster: full, wantStatus: metav1.ConditionFalse, wantReason: ReasonFeatureMissing,
+			wantInMsg: "spec.claims.central[0] needs deviceTaintRules (feature gate DRADeviceTaintRules)"},
+		{name: "central node-local pools with taint rules", spec: centralNodeLocal, cluster: withTaintRules, wantStatus: metav1.ConditionTrue, wantReason: ReasonCompatible},
+		{name: "central published devices need device taints only", spec: centralPublished, cluster: withTaints, wantStatus: metav1.ConditionTrue, wantReason: ReasonCompatible},
+		{name: "central published devices without device taints", spec: centralPublished, cluster: full, wantStatus: metav1.ConditionFalse, wantReason: ReasonFeatureMissing,
+			wantInMsg: "spec.claims.central[0] needs deviceTaints (feature gate DRADeviceTaints)"},
+		{name: "every missing feature is named", spec: &v1alpha1.DRAStackSpec{MultiHost: multiHost.MultiHost, Claims: centralNodeLocal.Claims}, cluster: noPartitions,
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonFeatureMissing,
+			wantInMsg: "Kubernetes v1.36.3 lacks what the spec needs: spec.multiHost needs partitionableDevices (feature gate DRAPartitionableDevices); spec.claims.central[0] needs deviceTaintRules"},
 		{name: "empty spec needs nothing", spec: &v1alpha1.DRAStackSpec{}, cluster: noPartitions, wantStatus: metav1.ConditionTrue, wantReason: ReasonCompatible},
 	}
 	for _, tc := range tests {
