@@ -30,9 +30,14 @@ Without --node the engine picks a node among the Nodes of the files (in
 their order); nodes that slices name in spec.nodeName but that the files do
 not define are added with only their name (no labels).
 
-Exit codes: 0 done (also when claims cannot be allocated), 1 invalid input
-(including a CEL expression that does not compile or a broken
-resource.drastack.io/cel-constraints annotation), 2 usage error.
+Every claim gets an outcome: allocated, or not with the reason. A claim
+that can never be allocated as written (a CEL expression that does not
+compile or fails at run time, a broken resource.drastack.io/cel-constraints
+annotation) is not allocated, with the offending field; the others are
+allocated as usual, as kube-scheduler leaves only that claim's pod pending.
+
+Exit codes: 0 done (also when claims cannot be allocated or are invalid),
+1 input that cannot be read or decoded, 2 usage error.
 `
 
 // SimulateOutput is the JSON and YAML output of simulate (CLI.md).
@@ -47,7 +52,7 @@ type SimulateOutput struct {
 }
 
 // ClaimResult is the outcome of one claim. Allocated results carry node and
-// allocation, the others reason (CLI.md).
+// allocation, the others reason, and invalid claims also field (CLI.md).
 type ClaimResult struct {
 	// Claim is namespace/name.
 	Claim string
@@ -59,12 +64,16 @@ type ClaimResult struct {
 	Allocation *resourceapi.AllocationResult
 	// Reason why the claim could not be allocated.
 	Reason string
+	// Field is the path of the offending field of an invalid claim (one
+	// that can never be allocated as written); empty otherwise.
+	Field string
 	// Seconds the engine took for this claim.
 	Seconds float64
 }
 
 // MarshalJSON writes the two shapes of CLI.md: node is present (possibly
-// empty) exactly when the claim was allocated, reason exactly when not.
+// empty) exactly when the claim was allocated, reason exactly when not, and
+// field only for an invalid claim.
 func (r ClaimResult) MarshalJSON() ([]byte, error) {
 	if r.Allocated {
 		return json.Marshal(struct {
@@ -79,8 +88,9 @@ func (r ClaimResult) MarshalJSON() ([]byte, error) {
 		Claim     string  `json:"claim"`
 		Allocated bool    `json:"allocated"`
 		Reason    string  `json:"reason"`
+		Field     string  `json:"field,omitempty"`
 		Seconds   float64 `json:"seconds"`
-	}{r.Claim, false, r.Reason, r.Seconds})
+	}{r.Claim, false, r.Reason, r.Field, r.Seconds})
 }
 
 // UnmarshalJSON reads either shape back.
@@ -91,6 +101,7 @@ func (r *ClaimResult) UnmarshalJSON(data []byte) error {
 		Node       string                        `json:"node"`
 		Allocation *resourceapi.AllocationResult `json:"allocation"`
 		Reason     string                        `json:"reason"`
+		Field      string                        `json:"field"`
 		Seconds    float64                       `json:"seconds"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
@@ -164,12 +175,16 @@ func runSimulation(ctx context.Context, engine allocator.Engine, in *inputSet, n
 	ledger := ledgerFor(allocated)
 	out := &SimulateOutput{Engine: engine.Name(), Results: make([]ClaimResult, 0, len(pending))}
 	for _, c := range pending {
+		var r ClaimResult
 		if err := checkCELConstraintsAnnotation(c); err != nil {
-			return nil, in.claimError(err, c)
-		}
-		r, err := allocateOne(ctx, session, c, node, timeout)
-		if err != nil {
-			return nil, in.claimError(err, c)
+			r = ClaimResult{Claim: allocator.ClaimKey(c)}
+			in.markInvalid(&r, err)
+		} else if r, err = allocateOne(ctx, session, c, node, timeout); err != nil {
+			var invalid *allocator.InvalidClaimError
+			if !errors.As(err, &invalid) {
+				return nil, in.claimError(err, c)
+			}
+			in.markInvalid(&r, err)
 		}
 		if r.Allocated {
 			done := c.DeepCopy()
@@ -187,11 +202,12 @@ func runSimulation(ctx context.Context, engine allocator.Engine, in *inputSet, n
 
 // allocateOne allocates one claim within the timeout. A claim that cannot be
 // allocated, for whatever reason the engine gives, is a result; an invalid
-// claim or an interrupted run is an error.
+// claim (an *allocator.InvalidClaimError, which the caller turns into a
+// result too) or an interrupted run is an error.
 func allocateOne(ctx context.Context, session allocator.Session, c *resourceapi.ResourceClaim, node string, timeout time.Duration) (ClaimResult, error) {
+	start := time.Now() // before the deadline is set, so a timeout never reads as shorter than it was
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	start := time.Now()
 	results, err := session.Allocate(cctx, []*resourceapi.ResourceClaim{c}, allocator.Options{Node: node})
 	r := ClaimResult{Claim: allocator.ClaimKey(c), Seconds: time.Since(start).Seconds()}
 	var invalid *allocator.InvalidClaimError
@@ -212,6 +228,20 @@ func allocateOne(ctx context.Context, session allocator.Session, c *resourceapi.
 		r.Allocation = results[0].Allocation
 	}
 	return r, nil
+}
+
+// markInvalid makes r the outcome of an invalid claim: not allocated, the
+// reason naming the file and document of the claim, and the field. err
+// must wrap an *allocator.InvalidClaimError.
+func (in *inputSet) markInvalid(r *ClaimResult, err error) {
+	r.Allocated, r.Node, r.Allocation = false, "", nil
+	r.Reason = "invalid claim: " + err.Error()
+	var ie *InputError
+	if errors.As(in.claimError(err, nil), &ie) {
+		r.Field = ie.Field
+		ie.Object = "" // the result names the claim already
+		r.Reason = "invalid claim: " + ie.Error()
+	}
 }
 
 // claimError turns an engine's InvalidClaimError into an InputError that

@@ -240,57 +240,235 @@ func TestSimulateJSONContract(t *testing.T) {
 	}
 }
 
-func TestSimulateInvalidInput(t *testing.T) {
+// TestSimulateInvalidClaims: a claim that can never be allocated as written
+// is an outcome (not allocated, with the field and where the claim is), not
+// invalid input: the exit code stays 0.
+func TestSimulateInvalidClaims(t *testing.T) {
 	tests := []struct {
 		name       string
 		engines    []string
 		args       []string
-		wantStderr []string
+		claim      string
+		wantField  string
+		wantReason []string
 	}{{
-		name:    "a selector that does not compile names the claim, its document and the field",
-		engines: []string{"native"},
-		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-cel.yaml"},
-		wantStderr: []string{"testdata/bad-cel.yaml: document 2 (line 12)", "ResourceClaim team-a/bad-selector",
+		name:      "a selector that does not compile names the claim's document and the field",
+		engines:   []string{"native", "upstream"},
+		args:      []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-cel.yaml"},
+		claim:     "team-a/bad-selector",
+		wantField: "spec.devices.requests[0].exactly.selectors[0].cel.expression",
+		wantReason: []string{"invalid claim: ", "testdata/bad-cel.yaml: document 2 (line 12)",
 			"spec.devices.requests[0].exactly.selectors[0].cel.expression", "Syntax error"},
 	}, {
-		name:       "the upstream engine names the claim's requests",
-		engines:    []string{"upstream"},
-		args:       []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-cel.yaml"},
-		wantStderr: []string{"testdata/bad-cel.yaml: document 2 (line 12)", "ResourceClaim team-a/bad-selector", "spec.devices", "Syntax error"},
+		name:       "a broken annotation",
+		engines:    []string{"native", "upstream"},
+		args:       []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-annotation.yaml"},
+		claim:      "default/broken-constraints",
+		wantField:  "metadata.annotations[resource.drastack.io/cel-constraints]",
+		wantReason: []string{"testdata/bad-annotation.yaml: document 1", "JSON array"},
 	}, {
-		name:    "a broken annotation",
-		engines: []string{"native", "upstream"},
-		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-annotation.yaml"},
-		wantStderr: []string{"testdata/bad-annotation.yaml: document 1", "ResourceClaim default/broken-constraints",
-			"metadata.annotations[resource.drastack.io/cel-constraints]", "JSON array"},
+		name:       "an annotation naming a request the claim does not have",
+		engines:    []string{"native", "upstream"},
+		args:       []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-annotation-request.yaml"},
+		claim:      "default/wrong-request",
+		wantField:  "metadata.annotations[resource.drastack.io/cel-constraints][0].requests[0]",
+		wantReason: []string{`"gpu"`},
 	}, {
-		name:    "an annotation naming a request the claim does not have",
-		engines: []string{"native", "upstream"},
-		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-annotation-request.yaml"},
-		wantStderr: []string{"ResourceClaim default/wrong-request",
-			"metadata.annotations[resource.drastack.io/cel-constraints][0].requests[0]", `"gpu"`},
-	}, {
-		name:    "a CEL constraint that does not compile",
-		engines: []string{"native"},
-		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-constraint.yaml"},
-		wantStderr: []string{"ResourceClaim default/bad-expression",
-			"metadata.annotations[resource.drastack.io/cel-constraints][0].expression"},
+		name:       "a CEL constraint that does not compile",
+		engines:    []string{"native"},
+		args:       []string{"-f", "testdata/healthy.yaml", "-f", "testdata/bad-constraint.yaml"},
+		claim:      "default/bad-expression",
+		wantField:  "metadata.annotations[resource.drastack.io/cel-constraints][0].expression",
+		wantReason: []string{"Syntax error"},
 	}, {
 		// kube-scheduler fails the claim on a selector's runtime error
 		// rather than skipping the device, and both engines follow it.
-		name:    "a selector failing at run time names the claim and the field",
-		engines: []string{"native", "upstream"},
-		args:    []string{"-f", "testdata/runtime-error.yaml", "-f", "testdata/class.yaml"},
-		wantStderr: []string{"testdata/runtime-error.yaml: document 2", "ResourceClaim default/wants-model",
-			"spec.devices", "CEL runtime error: no such key: model"},
-	}, {
-		name:       "malformed input stops before allocating",
-		engines:    []string{"native"},
-		args:       []string{"-f", "testdata/claims.yaml", "-f", "testdata/malformed.yaml"},
-		wantStderr: []string{"testdata/malformed.yaml: document 2", "malformed YAML"},
+		name:       "a selector failing at run time names the field",
+		engines:    []string{"native", "upstream"},
+		args:       []string{"-f", "testdata/runtime-error.yaml", "-f", "testdata/class.yaml"},
+		claim:      "default/wants-model",
+		wantField:  "spec.devices.requests[0].exactly.selectors[0].cel.expression",
+		wantReason: []string{"testdata/runtime-error.yaml: document 2", "CEL runtime error: no such key: model"},
 	}}
 	for _, tt := range tests {
 		for _, engine := range tt.engines {
+			t.Run(engine+"/"+tt.name, func(t *testing.T) {
+				args := append([]string{"simulate", "--engine", engine, "-o", "json"}, tt.args...)
+				code, stdout, stderr := run(t, "", nil, args...)
+				if code != ExitOK {
+					t.Fatalf("exit %d, want %d\nstderr: %s", code, ExitOK, stderr)
+				}
+				var out SimulateOutput
+				if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+					t.Fatalf("decode: %v\n%s", err, stdout)
+				}
+				i := slices.IndexFunc(out.Results, func(r ClaimResult) bool { return r.Claim == tt.claim })
+				if i < 0 {
+					t.Fatalf("no result for %s:\n%s", tt.claim, stdout)
+				}
+				r := out.Results[i]
+				if r.Allocated || r.Allocation != nil {
+					t.Fatalf("%s allocated, want invalid", r.Claim)
+				}
+				if r.Field != tt.wantField {
+					t.Errorf("field = %q, want %q", r.Field, tt.wantField)
+				}
+				containsAll(t, "reason", r.Reason, tt.wantReason...)
+			})
+		}
+	}
+}
+
+// TestSimulateBadClaimAmongGood: one bad claim between two good ones, for
+// every kind of claim error, under both engines. The good claims are
+// allocated as if the bad one were not there, the bad one gets its outcome,
+// and the exit code is 0.
+func TestSimulateBadClaimAmongGood(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		// good is the node of "before" and "after".
+		before, after string
+		bad           string
+		// field of the bad claim per engine (empty: not invalid).
+		field map[string]string
+		// reason of the bad claim per engine.
+		reason map[string]string
+	}{{
+		name:   "selector fails at run time",
+		args:   []string{"-f", "testdata/class.yaml", "-f", "testdata/mixed/runtime-error.yaml"},
+		before: "node-5", after: "node-5",
+		bad: "default/wants-model",
+		field: map[string]string{
+			"native":   "spec.devices.requests[0].exactly.selectors[0].cel.expression",
+			"upstream": "spec.devices.requests[0].exactly.selectors[0].cel.expression",
+		},
+		reason: map[string]string{"native": "CEL runtime error", "upstream": "CEL runtime error"},
+	}, {
+		name:   "missing DeviceClass",
+		args:   []string{"-f", "testdata/healthy.yaml", "-f", "testdata/mixed/missing-class.yaml"},
+		before: "node-1", after: "node-2",
+		bad:    "default/no-class",
+		field:  map[string]string{},
+		reason: map[string]string{"native": `device class "missing.example.com" does not exist`, "upstream": "could not retrieve device class missing.example.com"},
+	}, {
+		name:   "selector does not compile",
+		args:   []string{"-f", "testdata/healthy.yaml", "-f", "testdata/mixed/compile-error.yaml"},
+		before: "node-1", after: "node-2",
+		bad: "default/bad-selector",
+		field: map[string]string{
+			"native":   "spec.devices.requests[0].exactly.selectors[1].cel.expression",
+			"upstream": "spec.devices.requests[0].exactly.selectors[1].cel.expression",
+		},
+		reason: map[string]string{"native": "Syntax error", "upstream": "Syntax error"},
+	}, {
+		name:   "broken CEL constraints annotation",
+		args:   []string{"-f", "testdata/healthy.yaml", "-f", "testdata/mixed/bad-annotation.yaml"},
+		before: "node-1", after: "node-2",
+		bad: "default/broken-constraints",
+		field: map[string]string{
+			"native":   "metadata.annotations[resource.drastack.io/cel-constraints]",
+			"upstream": "metadata.annotations[resource.drastack.io/cel-constraints]",
+		},
+		reason: map[string]string{"native": "JSON array", "upstream": "JSON array"},
+	}, {
+		// The upstream engine has no CEL constraints at all, so it says
+		// that instead; the claim still fails alone.
+		name:   "CEL constraint does not compile",
+		args:   []string{"-f", "testdata/healthy.yaml", "-f", "testdata/mixed/bad-constraint.yaml"},
+		before: "node-1", after: "node-2",
+		bad: "default/bad-expression",
+		field: map[string]string{
+			"native": "metadata.annotations[resource.drastack.io/cel-constraints][0].expression",
+		},
+		reason: map[string]string{"native": "Syntax error", "upstream": "not supported"},
+	}}
+	for _, tt := range tests {
+		for _, engine := range []string{"native", "upstream"} {
+			t.Run(engine+"/"+tt.name, func(t *testing.T) {
+				args := append([]string{"simulate", "--engine", engine, "-o", "json"}, tt.args...)
+				code, stdout, stderr := run(t, "", nil, args...)
+				if code != ExitOK {
+					t.Fatalf("exit %d, want %d\nstderr: %s", code, ExitOK, stderr)
+				}
+				var out SimulateOutput
+				if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+					t.Fatalf("decode: %v\n%s", err, stdout)
+				}
+				if len(out.Results) != 3 {
+					t.Fatalf("%d results, want 3:\n%s", len(out.Results), stdout)
+				}
+				checkResult(t, out.Results[0], want{claim: "default/before", allocated: true, node: tt.before, pool: tt.before, devices: 1})
+				checkResult(t, out.Results[1], want{claim: tt.bad, reason: tt.reason[engine]})
+				checkResult(t, out.Results[2], want{claim: "default/after", allocated: true, node: tt.after, pool: tt.after, devices: 1})
+				if got := out.Results[1].Field; got != tt.field[engine] {
+					t.Errorf("field = %q, want %q", got, tt.field[engine])
+				}
+			})
+		}
+	}
+}
+
+// TestSimulateGolden pins the whole output of the runs with a bad claim
+// among good ones, one golden file per engine (seconds zeroed: they vary).
+func TestSimulateGolden(t *testing.T) {
+	runs := [][]string{
+		{"testdata/class.yaml", "testdata/mixed/runtime-error.yaml"},
+		{"testdata/healthy.yaml", "testdata/mixed/missing-class.yaml"},
+		{"testdata/healthy.yaml", "testdata/mixed/compile-error.yaml"},
+		{"testdata/healthy.yaml", "testdata/mixed/bad-annotation.yaml"},
+		{"testdata/healthy.yaml", "testdata/mixed/bad-constraint.yaml"},
+	}
+	for _, engine := range []string{"native", "upstream"} {
+		t.Run(engine, func(t *testing.T) {
+			var got strings.Builder
+			for _, files := range runs {
+				args := []string{"simulate", "--engine", engine, "-o", "json"}
+				for _, f := range files {
+					args = append(args, "-f", f)
+				}
+				code, stdout, stderr := run(t, "", nil, args...)
+				if code != ExitOK {
+					t.Fatalf("%v: exit %d: %s", files, code, stderr)
+				}
+				var out SimulateOutput
+				if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+					t.Fatal(err)
+				}
+				for i := range out.Results {
+					out.Results[i].Seconds = 0
+				}
+				b, err := json.MarshalIndent(out, "", "  ")
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(&got, "# %s\n%s\n", strings.Join(files, " "), b)
+			}
+			golden(t, "simulate-mixed-"+engine+".txt", got.String())
+		})
+	}
+}
+
+func TestSimulateInvalidInput(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantStderr []string
+	}{{
+		name:       "malformed input stops before allocating",
+		args:       []string{"-f", "testdata/claims.yaml", "-f", "testdata/malformed.yaml"},
+		wantStderr: []string{"testdata/malformed.yaml: document 2", "malformed YAML"},
+	}, {
+		name:       "an unknown field stops before allocating",
+		args:       []string{"-f", "testdata/unknown-field.yaml", "-f", "testdata/claims.yaml"},
+		wantStderr: []string{"testdata/unknown-field.yaml: document 2", "atributes"},
+	}, {
+		name:       "a file that cannot be read",
+		args:       []string{"-f", "testdata/healthy.yaml", "-f", "testdata/no-such-file.yaml"},
+		wantStderr: []string{"testdata/no-such-file.yaml"},
+	}}
+	for _, tt := range tests {
+		for _, engine := range []string{"native", "upstream"} {
 			t.Run(engine+"/"+tt.name, func(t *testing.T) {
 				args := append([]string{"simulate", "--engine", engine}, tt.args...)
 				code, stdout, stderr := run(t, "", nil, args...)

@@ -84,6 +84,12 @@ func SelectorFeatures(features structured.Features) cel.Features {
 	}
 }
 
+// compiles reports whether a selector expression compiles, to tell which
+// selector an upstream compile error is about.
+func (e *Engine) compiles(expr string) bool {
+	return e.celCache.GetOrCompile(expr).Error == nil
+}
+
 // Name implements allocator.Engine.
 func (e *Engine) Name() string { return EngineName }
 

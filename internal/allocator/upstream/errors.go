@@ -3,9 +3,11 @@ package upstream
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/drastack/drastack/internal/allocator"
@@ -75,21 +77,153 @@ func nodeFailure(err error) (reason string, aborted, ok bool) {
 	return "", false, false
 }
 
+// missingClass reports whether err is the upstream allocator failing to find
+// a request's DeviceClass. kube-scheduler keeps such a pod pending until the
+// class exists, so it makes the claim unsatisfiable, not invalid (the native
+// engine says the same).
+func missingClass(err error) bool {
+	return apierrors.IsNotFound(err) && strings.Contains(err.Error(), "could not retrieve device class")
+}
+
 // invalidClaims turns any other upstream error (a selector that does not
-// compile or fails at runtime, a missing class, a request the features do not
-// allow) into an InvalidClaimError for the claim the message names. The
-// upstream allocator does not say which field is wrong, only which request,
-// so Field points at the claim's device requests.
-func invalidClaims(claims []*resourceapi.ResourceClaim, err error) error {
-	claim := claimKeys(claims)
+// compile or fails at runtime, a request the features do not allow) into an
+// InvalidClaimError for the claim the message names. The upstream allocator
+// names a claim and a request, or a claim or class and a selector's index,
+// but not the field; fieldOf works the field out from the claims, naming it
+// as the native engine does where the message leaves no doubt and falling
+// back to the claim's device requests where it does.
+func invalidClaims(claims []*resourceapi.ResourceClaim, err error, compiles func(expr string) bool) error {
+	claim, field := claimKeys(claims), "spec.devices"
 	msg := err.Error()
 	for _, c := range claims {
-		if strings.HasPrefix(msg, "claim "+allocator.ClaimKey(c)+",") {
+		prefix := "claim " + allocator.ClaimKey(c)
+		if rest, ok := strings.CutPrefix(msg, prefix); ok && (strings.HasPrefix(rest, ",") || strings.HasPrefix(rest, ":")) {
 			claim = allocator.ClaimKey(c)
+			field = claimField(c, rest, compiles)
 			break
 		}
 	}
-	return &allocator.InvalidClaimError{Claim: claim, Field: "spec.devices", Err: fmt.Errorf("upstream allocator: %w", err)}
+	if class, n, ok := selectorRef(msg, "class "); ok {
+		field = fmt.Sprintf("deviceclasses/%s: spec.selectors[%d].cel.expression", class, n)
+		if users := classUsers(claims, class); len(users) == 1 {
+			claim = allocator.ClaimKey(users[0])
+		}
+	}
+	return &allocator.InvalidClaimError{Claim: claim, Field: field, Err: fmt.Errorf("upstream allocator: %w", err)}
+}
+
+// subRequest is one place a claim asks for devices: an exactly request or a
+// firstAvailable subrequest, with its field path.
+type subRequest struct {
+	name      string
+	field     string
+	class     string
+	selectors []resourceapi.DeviceSelector
+}
+
+// subRequests lists the exactly requests and firstAvailable subrequests of
+// c in order, with the field paths the native engine uses.
+func subRequests(c *resourceapi.ResourceClaim) []subRequest {
+	var out []subRequest
+	for i := range c.Spec.Devices.Requests {
+		r := &c.Spec.Devices.Requests[i]
+		if r.Exactly != nil {
+			out = append(out, subRequest{r.Name, fmt.Sprintf("spec.devices.requests[%d].exactly", i), r.Exactly.DeviceClassName, r.Exactly.Selectors})
+		}
+		for j := range r.FirstAvailable {
+			fa := &r.FirstAvailable[j]
+			out = append(out, subRequest{r.Name + "/" + fa.Name, fmt.Sprintf("spec.devices.requests[%d].firstAvailable[%d]", i, j), fa.DeviceClassName, fa.Selectors})
+		}
+	}
+	return out
+}
+
+// claimField is the field an upstream message about claim c points at;
+// rest is the message after "claim NS/NAME". Messages name either a
+// request (", request NAME:" or ", request NAME/SUB:") or a selector by its
+// index among the request's selectors (": selector #N"). A selector index
+// is ambiguous when several requests have that many selectors; for a
+// compile error, compiles tells which of them fails.
+func claimField(c *resourceapi.ResourceClaim, rest string, compiles func(expr string) bool) string {
+	subs := subRequests(c)
+	if name, ok := strings.CutPrefix(rest, ", request "); ok {
+		if i := strings.IndexAny(name, ":,"); i >= 0 {
+			name = name[:i]
+		}
+		main, _, _ := strings.Cut(name, "/")
+		for _, sr := range subs {
+			if sr.name == name {
+				return sr.field
+			}
+		}
+		for i := range c.Spec.Devices.Requests {
+			if c.Spec.Devices.Requests[i].Name == main {
+				return fmt.Sprintf("spec.devices.requests[%d]", i)
+			}
+		}
+		return "spec.devices"
+	}
+	_, n, ok := selectorRef(rest, ": ")
+	if !ok {
+		return "spec.devices"
+	}
+	compileError := strings.Contains(rest, "CEL compile error")
+	var found []string
+	for _, sr := range subs {
+		if n >= len(sr.selectors) || sr.selectors[n].CEL == nil {
+			continue
+		}
+		if compileError && compiles != nil && compiles(sr.selectors[n].CEL.Expression) {
+			continue
+		}
+		found = append(found, fmt.Sprintf("%s.selectors[%d].cel.expression", sr.field, n))
+	}
+	if len(found) == 1 {
+		return found[0]
+	}
+	return "spec.devices"
+}
+
+// selectorRef parses "<prefix>NAME: selector #N" (prefix "class ") or
+// "<prefix>selector #N" (prefix ": ") at the start of msg.
+func selectorRef(msg, prefix string) (name string, n int, ok bool) {
+	rest, ok := strings.CutPrefix(msg, prefix)
+	if !ok {
+		return "", 0, false
+	}
+	if prefix != ": " {
+		name, rest, ok = strings.Cut(rest, ": ")
+		if !ok {
+			return "", 0, false
+		}
+	}
+	rest, ok = strings.CutPrefix(rest, "selector #")
+	if !ok {
+		return "", 0, false
+	}
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	n, err := strconv.Atoi(rest[:end])
+	if err != nil {
+		return "", 0, false
+	}
+	return name, n, true
+}
+
+// classUsers are the claims with a request for class.
+func classUsers(claims []*resourceapi.ResourceClaim, class string) []*resourceapi.ResourceClaim {
+	var out []*resourceapi.ResourceClaim
+	for _, c := range claims {
+		for _, sr := range subRequests(c) {
+			if sr.class == class {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func claimKeys(claims []*resourceapi.ResourceClaim) string {

@@ -84,7 +84,10 @@ func (s *session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 				aborted = aborted || stopped
 				continue
 			}
-			return nil, invalidClaims(claims, err)
+			if missingClass(err) {
+				return nil, fmt.Errorf("%w: %w", allocator.ErrUnsatisfiable, err)
+			}
+			return nil, invalidClaims(claims, err, s.engine.compiles)
 		}
 		if len(results) == 0 {
 			continue
