@@ -49,7 +49,7 @@ func TestInvalidClaimsField(t *testing.T) {
 		{"a compile error, the failing selector found", "claim ns/c: selector #1: CEL compile error: x", "ns/c",
 			"spec.devices.requests[1].firstAvailable[1].selectors[1].cel.expression"},
 		{"a runtime error at an index several requests have", "claim ns/c: selector #1 on device d/p/0: CEL runtime error: x", "ns/c", "spec.devices"},
-				{"a class selector of one claim's class", "class nic: selector #0: CEL compile error: x", "ns/c", "deviceclasses/nic: spec.selectors[0].cel.expression"},
+		{"a class selector of one claim's class", "class nic: selector #0: CEL compile error: x", "ns/c", "deviceclasses/nic: spec.selectors[0].cel.expression"},
 		{"a class selector two claims use", "class gpu: selector #2 on device d/p/0: CEL runtime error: x", "ns/c, ns/other", "deviceclasses/gpu: spec.selectors[2].cel.expression"},
 		{"anything else", "something broke", "ns/c, ns/other", "spec.devices"},
 	}
