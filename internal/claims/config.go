@@ -2,6 +2,7 @@ package claims
 
 import (
 	"slices"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 
@@ -40,7 +41,25 @@ type Config struct {
 	ImmediateClasses []string
 	// GatePods holds pods whose claims the operator allocates.
 	GatePods bool
+	// Central are the devices only the operator allocates
+	// (spec.claims.central), as written.
+	Central []v1alpha1.CentralDevices
+	// CentralClasses are the DeviceClass names of every central entry,
+	// sorted: a claim with a request for one of them is the operator's.
+	CentralClasses []string
+	// PlacementTimeout is how long a pod whose operator claims are
+	// allocated but not reserved may stay unschedulable before they are
+	// placed again.
+	PlacementTimeout time.Duration
+	// AllocationTimeout is the deadline of one engine call.
+	AllocationTimeout time.Duration
 }
+
+// Defaults of the durations (the CRD defaults them too).
+const (
+	DefaultPlacementTimeout  = 60 * time.Second
+	DefaultAllocationTimeout = 10 * time.Second
+)
 
 // ConfigFrom reads the claim configuration of a DRAStack (nil: none). Only
 // the singleton named v1alpha1.DRAStackName counts. Fields the API server
@@ -56,16 +75,52 @@ func ConfigFrom(st *v1alpha1.DRAStack) Config {
 	if st.Spec.Claims.GatePods != nil {
 		c.GatePods = *st.Spec.Claims.GatePods
 	}
-	c.ImmediateClasses = slices.Clone(st.Spec.Claims.ImmediateClasses)
-	slices.Sort(c.ImmediateClasses)
-	c.ImmediateClasses = slices.Compact(c.ImmediateClasses)
+	c.ImmediateClasses = sortedSet(st.Spec.Claims.ImmediateClasses)
+	var classes []string
+	for _, e := range st.Spec.Claims.Central {
+		c.Central = append(c.Central, *e.DeepCopy())
+		classes = append(classes, e.Classes...)
+	}
+	c.CentralClasses = sortedSet(classes)
+	c.PlacementTimeout = DefaultPlacementTimeout
+	if d := st.Spec.Claims.PlacementTimeout; d != nil && d.Duration > 0 {
+		c.PlacementTimeout = d.Duration
+	}
+	c.AllocationTimeout = DefaultAllocationTimeout
+	if d := st.Spec.Claims.AllocationTimeout; d != nil && d.Duration > 0 {
+		c.AllocationTimeout = d.Duration
+	}
 	return c
+}
+
+func sortedSet(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Equal reports whether two configurations decide the same.
 func (c Config) Equal(o Config) bool {
 	return c.Active == o.Active && c.Engine == o.Engine && c.GatePods == o.GatePods &&
-		slices.Equal(c.ImmediateClasses, o.ImmediateClasses)
+		slices.Equal(c.ImmediateClasses, o.ImmediateClasses) &&
+		slices.Equal(c.CentralClasses, o.CentralClasses) &&
+		c.PlacementTimeout == o.PlacementTimeout && c.AllocationTimeout == o.AllocationTimeout &&
+		slices.EqualFunc(c.Central, o.Central, func(a, b v1alpha1.CentralDevices) bool { return equalEntry(&a, &b) })
+}
+
+func equalEntry(a, b *v1alpha1.CentralDevices) bool {
+	if a.Driver != b.Driver || !slices.Equal(a.Pools, b.Pools) || !slices.Equal(a.Classes, b.Classes) {
+		return false
+	}
+	if (a.NodeSelector == nil) != (b.NodeSelector == nil) {
+		return false
+	}
+	return a.NodeSelector == nil || a.NodeSelector.String() == b.NodeSelector.String()
+}
+
+func (c Config) centralClass(name string) bool {
+	_, ok := slices.BinarySearch(c.CentralClasses, name)
+	return ok
 }
 
 func (c Config) immediateClass(name string) bool {

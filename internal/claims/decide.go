@@ -16,8 +16,8 @@ const (
 	ActionIgnore Action = "Ignore"
 	// ActionAllocate: the operator's claim, unallocated: allocate it.
 	ActionAllocate Action = "Allocate"
-	// ActionAllocated: already allocated; only a lost race (see Losers)
-	// can make the operator touch it again.
+	// ActionAllocated: already allocated; only a placement that failed
+	// (see Replace) can make the operator touch it again.
 	ActionAllocated Action = "Allocated"
 	// ActionLeave: the operator's claim, but it must not be touched: it is
 	// being deleted, or reserved by a consumer although not allocated (a
@@ -79,10 +79,8 @@ func AllocatedBy(c *resourceapi.ResourceClaim) string {
 }
 
 // Movable reports whether the operator may take back a claim's
-// allocation after a lost race: it allocated the claim itself (under
-// fieldManager), and no consumer uses it yet, and it is not being
-// deleted. Anything else stays as it is, even when it is wrong, and is
-// reported (the pool then shows Degraded).
+// allocation: it allocated the claim itself (under fieldManager), no
+// consumer uses it yet, and it is not being deleted.
 func Movable(c *resourceapi.ResourceClaim, fieldManager string) bool {
 	return c.Status.Allocation != nil && len(c.Status.ReservedFor) == 0 && c.DeletionTimestamp == nil &&
 		AllocatedBy(c) == fieldManager

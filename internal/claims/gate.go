@@ -3,6 +3,7 @@ package claims
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -67,7 +68,10 @@ type TemplateLookup func(name string) (template *resourceapi.ResourceClaimTempla
 
 // NeedsGate tells whether the admission webhook must add the scheduling
 // gate to a new pod, and why. A pod is gated when one of its claims is,
-// or will be, the operator's and is not allocated yet. A claim or
+// or will be, the operator's, allocated or not: the operator places the
+// pod's operator claims together on a node where the pod fits, and even
+// a claim allocated at once (immediate) must not meet a pod that cannot
+// run where its devices are. A claim or
 // template that does not exist (yet, or not in the webhook's view) also
 // gates the pod: it cannot be scheduled without it anyway, and a claim
 // that appears later with CEL constraints must not meet an ungated pod.
@@ -83,8 +87,8 @@ func NeedsGate(cfg Config, pod *corev1.Pod, claim ClaimLookup, template Template
 			if !ok {
 				return true, fmt.Sprintf("claim %s does not exist yet", pc.ClaimName)
 			}
-			if d := Decide(cfg, c); d.Action == ActionAllocate {
-				return true, fmt.Sprintf("claim %s is allocated by the operator (%s)", pc.ClaimName, d.Why)
+			if why := SelectClaim(cfg, c); why != WhyNone && c.DeletionTimestamp == nil {
+				return true, fmt.Sprintf("claim %s is allocated by the operator (%s)", pc.ClaimName, why)
 			}
 			continue
 		}
@@ -142,4 +146,51 @@ func Release(cfg Config, pod *corev1.Pod, claim ClaimLookup) Verdict {
 // WithoutGate returns the pod's scheduling gates without the operator's.
 func WithoutGate(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {
 	return slices.DeleteFunc(slices.Clone(gates), func(g corev1.PodSchedulingGate) bool { return g.Name == SchedulingGate })
+}
+
+// Unschedulable returns since when kube-scheduler reports the pod as
+// unschedulable (its PodScheduled condition False with reason
+// Unschedulable), and false when it does not.
+func Unschedulable(pod *corev1.Pod) (time.Time, bool) {
+	if pod.Spec.NodeName != "" {
+		return time.Time{}, false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// Replacement is Replace's answer for one claim.
+type Replacement struct {
+	// Now: take the allocation back now, so the claim is placed again.
+	Now bool
+	// After: look again after this long (0: nothing to wait for).
+	After time.Duration
+	// Reason says why, for the Event.
+	Reason string
+}
+
+// Replace decides whether an allocated claim of the operator's must be
+// placed again because its pod cannot run where the allocation put it:
+// the operator allocated it (fieldManager), nobody reserved it, it is not
+// immediate (an immediate claim has no pod to follow, so it is never
+// moved), and its pod has been unschedulable for longer than
+// cfg.PlacementTimeout. A pod that is gated, bound, or schedulable keeps
+// its claims.
+func Replace(cfg Config, c *resourceapi.ResourceClaim, pod *corev1.Pod, fieldManager string, now time.Time) Replacement {
+	if SelectClaim(cfg, c) == WhyNone || IsImmediate(cfg, c) || !Movable(c, fieldManager) || pod == nil || HasGate(pod) || pod.DeletionTimestamp != nil {
+		return Replacement{}
+	}
+	since, ok := Unschedulable(pod)
+	if !ok {
+		return Replacement{}
+	}
+	if waited := now.Sub(since); waited < cfg.PlacementTimeout {
+		return Replacement{After: cfg.PlacementTimeout - waited}
+	}
+	return Replacement{Now: true, Reason: fmt.Sprintf("pod %s has been unschedulable since %s (longer than spec.claims.placementTimeout %s) with the claim allocated",
+		pod.Name, since.UTC().Format(time.RFC3339), cfg.PlacementTimeout)}
 }

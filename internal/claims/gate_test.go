@@ -49,7 +49,7 @@ func TestNeedsGate(t *testing.T) {
 		{"pod without claims", active, pod(), false, ""},
 		{"plain claim: kube-scheduler allocates", active, pod(usesClaim("x", "plain")), false, ""},
 		{"claim with CEL constraints, unallocated", active, pod(usesClaim("x", "constrained")), true, "constrained"},
-		{"ours but already allocated: nothing to wait for", active, pod(usesClaim("x", "done")), false, ""},
+		{"ours and already allocated: gated until placed with the pod's other claims", active, pod(usesClaim("x", "done")), true, "claim done"},
 		{"ours but being deleted: not ours to wait for", active, pod(usesClaim("x", "going")), false, ""},
 		{"direct claim missing (created after the pod)", active, pod(usesClaim("x", "later")), true, "does not exist"},
 		{"plain template", active, pod(usesTemplate("x", "plain")), false, ""},

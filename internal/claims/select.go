@@ -23,12 +23,20 @@ const (
 	// WhyImmediateClass: a request of the claim uses one of
 	// spec.claims.immediateClasses.
 	WhyImmediateClass Why = "ImmediateClass"
+	// WhyCentralClass: a request of the claim uses a class of
+	// spec.claims.central: only the operator can allocate its devices.
+	WhyCentralClass Why = "CentralClass"
 )
 
+// Immediate reports whether claims selected for this reason are allocated
+// as soon as they exist, without waiting for a pod (and so are never
+// placed again: nothing tells where their consumer will run).
+func (w Why) Immediate() bool { return w == WhyImmediateLabel || w == WhyImmediateClass }
+
 // Select tells whether the operator allocates a claim with these labels,
-// annotations and spec. Hold claims (see HoldLabel) never are.
+// annotations and spec.
 func Select(cfg Config, labels, annotations map[string]string, spec *resourceapi.ResourceClaimSpec) Why {
-	if !cfg.Active || labels[HoldLabel] == "true" {
+	if !cfg.Active {
 		return WhyNone
 	}
 	if _, ok := annotations[allocator.CELConstraintsAnnotation]; ok {
@@ -37,19 +45,36 @@ func Select(cfg Config, labels, annotations map[string]string, spec *resourceapi
 	if labels[AllocationLabel] == AllocationImmediate {
 		return WhyImmediateLabel
 	}
-	if spec != nil && len(cfg.ImmediateClasses) > 0 {
-		for _, r := range spec.Devices.Requests {
-			if r.Exactly != nil && cfg.immediateClass(r.Exactly.DeviceClassName) {
-				return WhyImmediateClass
-			}
-			for _, sub := range r.FirstAvailable {
-				if cfg.immediateClass(sub.DeviceClassName) {
-					return WhyImmediateClass
-				}
+	if spec != nil && usesClass(spec, cfg.immediateClass) {
+		return WhyImmediateClass
+	}
+	if spec != nil && usesClass(spec, cfg.centralClass) {
+		return WhyCentralClass
+	}
+	return WhyNone
+}
+
+// IsImmediate reports whether the operator allocates the claim as soon as
+// it exists (the Immediate label or an immediate class), whatever else
+// makes it the operator's.
+func IsImmediate(cfg Config, c *resourceapi.ResourceClaim) bool {
+	return cfg.Active && c != nil && (c.Labels[AllocationLabel] == AllocationImmediate || usesClass(&c.Spec, cfg.immediateClass))
+}
+
+// usesClass reports whether a request or subrequest of spec names a class
+// for which in is true.
+func usesClass(spec *resourceapi.ResourceClaimSpec, in func(string) bool) bool {
+	for _, r := range spec.Devices.Requests {
+		if r.Exactly != nil && in(r.Exactly.DeviceClassName) {
+			return true
+		}
+		for _, sub := range r.FirstAvailable {
+			if in(sub.DeviceClassName) {
+				return true
 			}
 		}
 	}
-	return WhyNone
+	return false
 }
 
 // SelectClaim is Select for a ResourceClaim.

@@ -1,0 +1,92 @@
+package central
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/allocator/native"
+)
+
+// TestEngineViewSeparatesTheAllocators runs the native engine on the
+// engine view: whatever the order of pools, an operator claim only ever
+// gets devices of central pools whose taint is in place, and a
+// kube-scheduler claim only devices kube-scheduler could take.
+func TestEngineViewSeparatesTheAllocators(t *testing.T) {
+	entries := []v1alpha1.CentralDevices{{Driver: "gpu", Pools: []string{"central", "untainted"}}}
+	slices := []*resourcev1.ResourceSlice{
+		slice("gpu-open", "gpu", "open", "n1", "o0", "o1"),
+		withTaint(slice("gpu-central", "gpu", "central", "n1", "c0", "c1")),
+		// Central, but the rule is not in place yet: nobody may use it
+		// as central, and kube-scheduler still can.
+		slice("gpu-untainted", "gpu", "untainted", "n1", "u0"),
+		// A DeviceTaintRule of someone else taints this pool.
+		slice("gpu-foreign", "gpu", "foreign", "n1", "f0"),
+	}
+	foreign := rule("maintenance", false, sel("gpu", "foreign", ""), resourcev1.DeviceTaint{Key: "example.com/maintenance", Effect: resourcev1.DeviceTaintEffectNoSchedule})
+	p, err := NewPartition(Inputs{Entries: entries, Slices: slices, Nodes: []*corev1.Node{node("n1", nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := EngineView(p, slices, []resourcev1.DeviceTaintRule{foreign})
+	if len(slices[0].Spec.Devices[0].Taints) != 0 {
+		t.Fatal("EngineView modified its input")
+	}
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu"`}}}}}
+	claimFor := func(name string, count int64) *resourcev1.ResourceClaim {
+		return &resourcev1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count},
+			}}}},
+		}
+	}
+	tests := []struct {
+		name  string
+		claim *resourcev1.ResourceClaim
+		want  map[string]bool // devices it may get
+		count int
+	}{
+		{"operator claim: only the central pool", ForOperator(claimFor("op", 2)), map[string]bool{"c0": true, "c1": true}, 2},
+		{"operator claim: no more than the central pool holds", ForOperator(claimFor("op3", 3)), nil, 0},
+		{"scheduler claim: open and untainted pools only", ForScheduler(claimFor("ks", 3)), map[string]bool{"o0": true, "o1": true, "u0": true}, 3},
+		{"scheduler claim: never central or foreign-tainted devices", ForScheduler(claimFor("ks4", 4)), nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sess, err := native.New().NewSession(context.Background(), allocator.Inputs{
+				Slices: view, Classes: []*resourcev1.DeviceClass{class}, Nodes: []*corev1.Node{node("n1", nil)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := sess.Allocate(context.Background(), []*resourcev1.ResourceClaim{tt.claim}, allocator.Options{Node: "n1"})
+			if tt.want == nil {
+				if !errors.Is(err, allocator.ErrUnsatisfiable) {
+					t.Fatalf("Allocate = %v, want unsatisfiable", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res[0].Allocation.Devices.Results
+			if len(got) != tt.count {
+				t.Fatalf("got %d devices, want %d", len(got), tt.count)
+			}
+			for _, r := range got {
+				if !tt.want[r.Device] {
+					t.Errorf("got device %s/%s, not one of %v", r.Pool, r.Device, tt.want)
+				}
+			}
+		})
+	}
+}
