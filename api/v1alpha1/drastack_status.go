@@ -115,8 +115,11 @@ type ClusterFeatures struct {
 	// claims (KEP-5055, feature gate DRADeviceTaints).
 	DeviceTaints bool `json:"deviceTaints"`
 	// deviceTaintRules: the DeviceTaintRule API is served, found by discovery
-	// (KEP-5055, feature gate DRADeviceTaintRules; in Kubernetes 1.36 also
-	// the resource.k8s.io/v1beta2 API version).
+	// (KEP-5055). The API server serves it whenever its API version is
+	// enabled: v1 by default from Kubernetes 1.37, v1beta2 in 1.36 only with
+	// --runtime-config. kube-scheduler honours the rules only with feature
+	// gate DRADeviceTaintRules (GA and on by default from 1.37, beta and off
+	// in 1.36), which no API request can show.
 	DeviceTaintRules bool `json:"deviceTaintRules"`
 	// deviceTaintRulesVersion is the resource.k8s.io version DeviceTaintRules
 	// are served in, the newest when several are: v1 from Kubernetes 1.37,
@@ -161,7 +164,10 @@ type ClusterFeatures struct {
 	// (KEP-5004, feature gate DRAExtendedResource).
 	ExtendedResources bool `json:"extendedResources"`
 	// resourcePoolStatusRequests: the ResourcePoolStatusRequest API is
-	// served, found by discovery (feature gate DRAResourcePoolStatus).
+	// served, found by discovery. The API server serves it when its alpha
+	// API version is enabled with --runtime-config; kube-controller-manager
+	// answers the requests only with feature gate DRAResourcePoolStatus,
+	// which no API request can show.
 	ResourcePoolStatusRequests bool `json:"resourcePoolStatusRequests"`
 	// resourcePoolStatusRequestsVersion is the resource.k8s.io version
 	// ResourcePoolStatusRequests are served in (v1alpha3 in Kubernetes 1.36

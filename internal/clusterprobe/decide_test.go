@@ -215,6 +215,9 @@ func TestRefusedForAdminAccess(t *testing.T) {
 			Type: metav1.CauseType(field.ErrorTypeForbidden), Field: "spec.devices.requests[0].exactly.adminAccess",
 			Message: "admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace",
 		}), true},
+		{"namespace lacks the admin label (path of Kubernetes 1.37)", invalid(metav1.StatusCause{
+			Type: metav1.CauseType(field.ErrorTypeForbidden), Field: "spec.devices.requests[0].adminAccess",
+		}), true},
 		{"namespace lookup failed", invalid(metav1.StatusCause{
 			Type: metav1.CauseType(field.ErrorTypeInternal), Field: "spec.devices.requests[0].exactly.adminAccess",
 		}), true},

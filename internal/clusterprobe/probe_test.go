@@ -148,7 +148,7 @@ func (s *fakeServer) claim(c *resourceapi.ResourceClaim) (bool, runtime.Object, 
 			}
 			if e.AdminAccess != nil && *e.AdminAccess {
 				// The probe namespace is not labelled for admin access.
-				errs = append(errs, field.Forbidden(p.Child("exactly", "adminAccess"), "admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace"))
+				errs = append(errs, field.Forbidden(p.Child("adminAccess"), "admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace"))
 			}
 		}
 	}

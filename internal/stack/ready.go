@@ -93,7 +93,7 @@ func CompatibleCondition(spec *v1alpha1.DRAStackSpec, cluster *v1alpha1.ClusterS
 	}
 	if len(missing) > 0 {
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonFeatureMissing
-		c.Message = fmt.Sprintf("Kubernetes %s lacks what the spec needs: %s; enable the feature gates on kube-apiserver and kube-scheduler",
+		c.Message = fmt.Sprintf("Kubernetes %s lacks what the spec needs: %s; enable the feature gates on kube-apiserver and kube-scheduler, and an API that is not served with --runtime-config",
 			cluster.KubernetesVersion, strings.Join(missing, "; "))
 		return c
 	}
