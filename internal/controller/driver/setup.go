@@ -20,30 +20,95 @@ import (
 	"github.com/drastack/drastack/internal/driver"
 )
 
-// The operator holds every permission the driver profiles grant, because
-// Kubernetes lets nobody create a Role granting more than they hold
-// (privilege escalation prevention), and the verbs it needs to manage
-// drivers: their namespace, identities, permissions, admission policies,
-// device classes, workloads, taints, and the slices they leave behind.
+// RBAC of the driver lifecycle controller. Each marker says which code
+// needs it. Server-side apply (apply.go applyOne, namespace.go) is a PATCH,
+// and a PATCH that creates the object is also authorized as create, so
+// every applied kind needs create and patch, never update.
 //
-// +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update
-// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses;devicetaintrules;resourceslices,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch
+// Kubernetes lets nobody create or change a Role, ClusterRole or binding
+// that grants more than they hold (RBAC privilege escalation prevention),
+// so the operator also holds every rule the driver profiles grant
+// (internal/driver/profiles), exactly those verbs and no more: markers
+// "held only to grant it to ..." are those. The granted rules name no
+// resourceNames, so neither can the operator's (a rule with resourceNames
+// does not cover one without). Holding escalate/bind on roles instead
+// would be broader. TestProfileGrantsAreHeld checks the rendered profiles
+// against config/rbac/role.yaml.
+//
+// reconciler.go Reconcile, setFinalizer (the DRAStack and its finalizer,
+// a merge patch), setup.go For and stacksOfSlice (cache).
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch;patch
+// status.go writeStatus: statusapply.Apply, server-side apply of the status.
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=patch
+// inventory.go inventory and namespace.go cleanupNamespaces (metadata
+// lists), apply.go applyNamespace (apply), namespace.go cleanupNamespaces
+// (delete, or release by apply).
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;create;patch;delete
+// inventory.go inventory (metadata lists), apply.go apply (apply),
+// apply.go prune and removal.go act via deleteObject (delete): the
+// kinds of driver.ManagedKinds that no informer caches.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;roles;rolebindings,verbs=list;create;patch;delete
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=list;create;patch;delete
+// inventory.go inventory (metadata lists), removal.go act ActionTaint
+// (apply), apply.go prune and removal.go act ActionUntaint (delete).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=list;create;patch;delete
+// setup.go Watches and observe.go observe (cache), inventory.go inventory
+// (metadata lists), apply.go apply (apply), removal.go act (delete).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=get;list;watch;create;patch;delete
+// Held only to grant it to the nvidia-gpu compute-domain controller
+// (profiles/nvidia-gpu/0600_controller.yaml, Role controller).
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=update
+// observe.go observe: the plugin DaemonSet's revisions (APIReader list).
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list
+// observe.go observe and removal.go removeDriver: the driver's pods
+// (APIReader list, cluster-wide during a removal).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+// Held only to grant it to the nvidia-gpu kubelet plugin and compute-domain
+// controller (profiles/nvidia-gpu 0310 and 0600, ClusterRoles).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;watch
+// removal.go blockingClaims: allocated claims block a removal (APIReader
+// list).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=list
+// Held only to grant it to the kubelet plugin of every profile
+// (profiles/common/0300_kubelet_plugin_rbac.yaml: get) and the nvidia-gpu
+// kubelet plugin (profiles/nvidia-gpu/0310: get, watch).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;watch
+// Held only to grant it to the nvidia-gpu kubelet plugin
+// (profiles/nvidia-gpu/0310_kubelet_plugin_nvidia_rbac.yaml).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/status,verbs=update
+// setup.go Watches and observe.go publishingNodes (cache), removal.go
+// leftoverSlices (APIReader list), removal.go act ActionDeleteSlices
+// (delete).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch;delete
+// Held only to grant it to the kubelet plugin of every profile
+// (profiles/common/0300_kubelet_plugin_rbac.yaml), which publishes its
+// node's slices; create and update are also what the multi-host publisher
+// sends (internal/controller/publisher).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=create;update;patch
+// Held only to grant it to the kubelet plugin of every profile (common/0300:
+// get) and the nvidia-gpu kubelet plugin and compute-domain controller
+// (nvidia-gpu 0310 and 0600: get, list, watch, update).
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update
+// Held only to grant it to the nvidia-gpu compute-domain controller
+// (profiles/nvidia-gpu/0600_controller.yaml, Role controller).
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
+// Held only to grant it to the nvidia-gpu compute-domain controller
+// (profiles/nvidia-gpu/0600_controller.yaml, ClusterRole controller).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch;create;update;delete
+// Held only to grant it to the nvidia-gpu kubelet plugin (0310: get, list,
+// watch) and compute-domain controller (0600: get, list, watch, update).
 // +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomains,verbs=get;list;watch;update
+// Held only to grant it to the nvidia-gpu compute-domain controller
+// (profiles/nvidia-gpu/0600_controller.yaml).
 // +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomains/status,verbs=update
+// Held only to grant it to the nvidia-gpu kubelet plugin
+// (profiles/nvidia-gpu/0310_kubelet_plugin_nvidia_rbac.yaml, Role
+// kubelet-plugin).
 // +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomaincliques,verbs=get;list;watch
+// reconciler.go recordTransitions and removal.go removeDriver: Recorder
+// (events.k8s.io/v1 through the manager's event broadcaster).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the controller. It reconciles the DRAStack

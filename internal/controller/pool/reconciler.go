@@ -52,15 +52,26 @@ type Reconciler struct {
 	cfg   atomic.Pointer[config]
 }
 
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch
+// RBAC of the DevicePool controller; each marker says which code needs it.
+//
+// setup.go SetupWithManager: ResourceSlice and ResourceClaim informers
+// (cache).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices;resourceclaims,verbs=get;list;watch
+// setup.go SetupWithManager: the Node metadata informer (cache).
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=drastack.io,resources=devicepools,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=drastack.io,resources=devicepools/status,verbs=get;update;patch
+// setup.go SetupWithManager informer and getDevicePool (cache), Reconcile
+// (create, delete once the pool is gone).
+// +kubebuilder:rbac:groups=drastack.io,resources=devicepools,verbs=get;list;watch;create;delete
+// apply.go applyStatus: server-side apply of the status.
+// +kubebuilder:rbac:groups=drastack.io,resources=devicepools/status,verbs=patch
+// setup.go SetupWithManager informer and stackstatus.go write (cache).
 // +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch
-// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=get;update;patch
+// stackstatus.go write: statusapply.Apply, server-side apply of the pool
+// status.
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=patch
+// Reconcile emit: Recorder (events.k8s.io/v1 through the manager's event
+// broadcaster).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // init prepares the in-memory state; SetupWithManager and the tests call it.
 func (r *Reconciler) init() {

@@ -61,12 +61,26 @@ type Reconciler struct {
 	lastError map[string]string
 }
 
+// RBAC of the multi-host publisher; each marker says which code needs it.
+//
+// reconciler.go Reconcile and SetupWithManager For (cache).
 // +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch
-// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=get;patch
+// reconciler.go Reconcile: statusapply.Apply, server-side apply of
+// status.multiHost.
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=patch
+// reconciler.go Reconcile and SetupWithManager Watches (cache).
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch;create;update;delete
+// drivers.go start: the resourceslice library
+// (k8s.io/dynamic-resource-allocation/resourceslice) lists and watches its
+// driver's slices and creates, updates and deletes them (it never patches,
+// and reads no Node for a DRAStack owner); reconciler.go nodelessSlices
+// lists. Slices are created with an ownerReference to the DRAStack, which
+// the OwnerReferencesPermissionEnforcement admission plugin allows only a
+// client that may delete them.
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=list;watch;create;update;delete
+// events.go recordChanges and reconciler.go publishError: Recorder
+// (events.k8s.io/v1 through the manager's event broadcaster).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile publishes what spec.multiHost and the Nodes describe and
 // reports it. It is level based: the desired pools are computed from

@@ -51,13 +51,25 @@ type Reconciler struct {
 	lastProbe error
 }
 
-// +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/finalizers,verbs=update
+// RBAC of the DRAStack reconciler; each marker says which code needs it.
+// The cluster probe (internal/clusterprobe, outside the paths
+// controller-gen reads) runs here, so its markers are here too: discovery
+// and the server version need no RBAC, and a dry-run create is authorized
+// as a create.
+//
+// Reconcile and SetupWithManager For (cache).
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch
+// Reconcile: statusapply.Apply, server-side apply of the status.
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=patch
+// clusterprobe Prober.Probe: dry-run ResourceSlices (cluster-wide).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=create
+// clusterprobe Prober.Probe: dry-run ResourceClaims in the probe namespace.
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=create
+// clusterprobe Prober.Probe: a dry-run DeviceClass (extended resources).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=create
+// recordTransitions: Recorder (events.k8s.io/v1 through the manager's
+// event broadcaster).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconcile converges one DRAStack's status. It is level based: it reads
 // the object and the cluster and writes what it finds.
