@@ -9,6 +9,7 @@ import (
 	"github.com/google/cel-go/cel"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	"github.com/drastack/drastack/internal/allocator"
@@ -57,6 +58,10 @@ type sub struct {
 	count       int
 	admin       bool
 	tolerations []resourceapi.DeviceToleration
+	// capacity are the request's capacity requests (nil for none) and fits
+	// their fit per device, computed on demand (capacity.go).
+	capacity map[resourceapi.QualifiedName]resource.Quantity
+	fits     map[int32]*capFit
 	// match, distinct and cels index the plan's constraints that apply.
 	match, distinct, cels []int
 	// ri and si locate the request (si: the subrequest, -1 for exactly),
@@ -114,7 +119,7 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 		switch {
 		case r.Exactly != nil && len(r.FirstAvailable) == 0:
 			e := r.Exactly
-			sb, err := s.planSub(claim, ri, -1, r.Name, e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, e.Capacity != nil, len(e.DerivedAttributes) > 0)
+			sb, err := s.planSub(claim, ri, -1, r.Name, e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, e.Capacity, len(e.DerivedAttributes) > 0)
 			if err != nil {
 				return err
 			}
@@ -124,7 +129,7 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 			sl.firstAvailable = true
 			for si := range r.FirstAvailable {
 				fa := &r.FirstAvailable[si]
-				sb, err := s.planSub(claim, ri, si, r.Name+"/"+fa.Name, fa.DeviceClassName, fa.Selectors, fa.AllocationMode, fa.Count, fa.Tolerations, fa.Capacity != nil, len(fa.DerivedAttributes) > 0)
+				sb, err := s.planSub(claim, ri, si, r.Name+"/"+fa.Name, fa.DeviceClassName, fa.Selectors, fa.AllocationMode, fa.Count, fa.Tolerations, fa.Capacity, len(fa.DerivedAttributes) > 0)
 				if err != nil {
 					return err
 				}
@@ -338,14 +343,16 @@ func (s *Session) selectorError(sel resourceapi.DeviceSelector) error {
 
 // planSub resolves request ri (subrequest si, or -1 for exactly).
 func (s *Session) planSub(claim *resourceapi.ResourceClaim, ri, si int, name, className string, selectors []resourceapi.DeviceSelector,
-	mode resourceapi.DeviceAllocationMode, count int64, tolerations []resourceapi.DeviceToleration, capacity, derived bool) (sub, error) {
+	mode resourceapi.DeviceAllocationMode, count int64, tolerations []resourceapi.DeviceToleration, capacity *resourceapi.CapacityRequirements, derived bool) (sub, error) {
 	invalid := func(f string, err error) error {
 		return &allocator.InvalidClaimError{Claim: allocator.ClaimKey(claim), Field: f, Err: err}
 	}
 	sb := sub{name: name, tolerations: tolerations, ri: ri, si: si}
+	if capacity != nil && len(capacity.Requests) > 0 {
+		sb.capacity = capacity.Requests
+		sb.fits = map[int32]*capFit{}
+	}
 	switch {
-	case capacity:
-		return sb, fmt.Errorf("claim %s, request %s: capacity requests (consumable capacity): %w", allocator.ClaimKey(claim), name, allocator.ErrNotSupported)
 	case derived:
 		return sb, fmt.Errorf("claim %s, request %s: derived attributes: %w", allocator.ClaimKey(claim), name, allocator.ErrNotSupported)
 	}

@@ -50,6 +50,8 @@ func TestRequests(t *testing.T) {
 	adminAll.Exactly.AdminAccess = ptr.To(true)
 	capacity := req("r", 1)
 	capacity.Exactly.Capacity = &resourceapi.CapacityRequirements{}
+	// Capacity requests are covered by capacity_test.go; an empty list
+	// asks for nothing.
 	badMode := req("r", 1)
 	badMode.Exactly.AllocationMode = "Some"
 
@@ -90,7 +92,7 @@ func TestRequests(t *testing.T) {
 		{name: "unknown allocation mode", slices: threeGPUs(), claim: claim("c", badMode), wantField: "spec.devices.requests[0].exactly.allocationMode"},
 		{name: "count above 32", slices: threeGPUs(), claim: claim("c", req("r", 33)), wantField: "spec.devices.requests[0].exactly.count"},
 		{name: "more than 32 devices in one claim", slices: threeGPUs(), claim: claim("c", req("a", 20), req("b", 20)), wantField: "spec.devices.requests"},
-		{name: "capacity requests are not supported", slices: threeGPUs(), claim: claim("c", capacity), wantErr: allocator.ErrNotSupported},
+		{name: "empty capacity requests ask for nothing", slices: threeGPUs(), claim: claim("c", capacity), want: []string{"r=n1/gpu-0"}},
 		{name: "admin access may use a device in use", slices: threeGPUs(), allocated: []*resourceapi.ResourceClaim{allocatedClaim("old", false, "n1", "gpu-0")},
 			claim: claim("c", admin), want: []string{"r=n1/gpu-0"},
 			check: func(t *testing.T, r allocator.Result) {

@@ -40,6 +40,10 @@ func (s *Session) results(p *plan, x *search, node int) []allocator.Result {
 			if sb.admin {
 				r.AdminAccess = ptr.To(true)
 			}
+			if dev.multi {
+				r.ShareID = shareID(allocator.ClaimKey(claim)+"/"+string(claim.UID), sb.name, dev.id, shareOrdinal(alloc.Devices.Results, dev.id))
+				r.ConsumedCapacity = consumedMap(dev.caps, s.fit(sb, ch.dev))
+			}
 			alloc.Devices.Results = append(alloc.Devices.Results, r)
 			devs = append(devs, ch.dev)
 		}
@@ -191,4 +195,16 @@ func addRequirements(to *[]corev1.NodeSelectorRequirement, from []corev1.NodeSel
 			*to = append(*to, *r.DeepCopy())
 		}
 	}
+}
+
+// shareOrdinal counts the shares of device id among results so far, so that
+// two requests of one claim sharing a device get different share IDs.
+func shareOrdinal(results []resourceapi.DeviceRequestAllocationResult, id deviceID) int {
+	n := 0
+	for _, r := range results {
+		if r.Driver == id.driver && r.Pool == id.pool && r.Device == id.device {
+			n++
+		}
+	}
+	return n
 }

@@ -44,6 +44,9 @@ type search struct {
 	// celArgs and celKey are scratch space for evalCEL.
 	celArgs []ref.Val
 	celKey  []byte
+	// capErr is the first capacity consumption that could not be computed
+	// (capacity.go); it makes the claim invalid.
+	capErr error
 }
 
 type choice struct {
@@ -84,6 +87,7 @@ func (x *search) reset(node int) {
 	}
 	x.tent = x.s.tent
 	x.celFalse = false
+	x.capErr = nil
 	x.reason = ""
 	x.strict = nil
 }
@@ -108,15 +112,25 @@ func (x *search) run(node int) (bool, error) {
 		return false, err
 	}
 	if x.p.strict {
-		return x.runStrict()
+		ok, err := x.runStrict()
+		if err == nil && !ok && x.capErr != nil {
+			return false, x.capErr
+		}
+		return ok, err
 	}
 	ok, err := x.feasible()
+	if err == nil && !ok && x.capErr != nil {
+		return false, x.capErr
+	}
 	if !ok || err != nil {
 		return false, err
 	}
 	ok, err = x.slot(0)
 	if errors.Is(err, errTooMany) {
 		ok, err = false, nil
+	}
+	if err == nil && !ok && x.capErr != nil {
+		return false, x.capErr
 	}
 	if err == nil && !ok && x.reason == "" {
 		if x.celFalse {
@@ -146,7 +160,42 @@ func (x *search) load() error {
 			} else {
 				x.cands[i][b] = nc.live
 			}
+			if err := x.checkCapacity(i, b); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// checkCapacity applies the capacities to the candidates of slot i,
+// alternative b, as kube-scheduler does before searching: a request with
+// capacity requests that cannot be computed for some candidate makes the
+// claim invalid, and a request for all devices does not count devices whose
+// capacities could not serve it even when unused.
+func (x *search) checkCapacity(i, b int) error {
+	sb := &x.p.slots[i].subs[b]
+	if sb.capacity == nil && !sb.all {
+		return nil
+	}
+	c := x.cands[i][b]
+	var kept []int32
+	for k, d := range c {
+		f := x.s.fit(sb, d)
+		if f.err != nil {
+			return x.p.capacityError(x.p.slots[i].claim, sb, x.s.devs[d].id, f.err)
+		}
+		if !sb.all {
+			continue
+		}
+		if !f.ok && kept == nil {
+			kept = append(make([]int32, 0, len(c)), c[:k]...)
+		} else if f.ok && kept != nil {
+			kept = append(kept, d)
+		}
+	}
+	if kept != nil {
+		x.cands[i][b] = kept
 	}
 	return nil
 }
@@ -162,6 +211,16 @@ func (p *plan) candidateError(i, b int, err error) error {
 		return &allocator.InvalidClaimError{Claim: key, Field: sb.selectorField(se.idx), Err: se.err}
 	}
 	return fmt.Errorf("claim %s, request %s: %w", key, sb.name, err)
+}
+
+// capacityError is the error of alternative sb whose consumption of device
+// id's capacities cannot be computed.
+func (p *plan) capacityError(claim int, sb *sub, id deviceID, err error) error {
+	return &allocator.InvalidClaimError{
+		Claim: allocator.ClaimKey(p.claims[claim]),
+		Field: requestField(sb.ri, sb.si) + ".capacity.requests",
+		Err:   fmt.Errorf("device %s/%s/%s: %w", id.driver, id.pool, id.device, err),
+	}
 }
 
 // feasible checks cardinality before any search: every request needs some

@@ -166,11 +166,7 @@ func (s *Session) gone(d int32) bool {
 	if s.inUse[d] {
 		return true
 	}
-	dev := &s.devs[d]
-	if dev.usesCounters && s.pools[dev.pool].overdrawn > 0 {
-		return true
-	}
-	return !s.countersLeft(dev)
+	return !s.countersFree(d, 0)
 }
 
 // sharedFor returns the matching devices that are not node-local, best first.

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	"github.com/google/cel-go/common/types/ref"
@@ -38,7 +39,11 @@ type device struct {
 	allNodes bool
 	// hardTaints: the device has a NoSchedule or NoExecute taint.
 	hardTaints bool
-	consumes   []consumption
+	// multi: allowMultipleAllocations, the device is shared (capacity.go).
+	multi bool
+	// caps are the device's capacities by name (capacity.go).
+	caps     []devCap
+	consumes []consumption
 	// usesCounters: the device lists counter consumptions (possibly of
 	// nothing), which makes kube-scheduler check its pool's balances.
 	usesCounters bool
@@ -113,6 +118,13 @@ type Session struct {
 	remaining    []int64
 	bigRemaining []*big.Int
 	inUse        []bool
+	// shares counts the recorded shares of each device (results with a
+	// share ID), capUsed what they and the search's tentative shares
+	// consume of its capacities (nil while none), and defaultFits the fit
+	// of a request without capacity requests per device (capacity.go).
+	shares      []int32
+	capUsed     [][]resource.Quantity
+	defaultFits []*capFit
 	// tent is the search's count of tentative choices per device.
 	tent     []int32
 	recorded map[string]bool
@@ -203,6 +215,9 @@ func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, 
 	s.candidates = len(s.nodes)
 	s.inUse = make([]bool, len(s.devs))
 	s.tent = make([]int32, len(s.devs))
+	s.shares = make([]int32, len(s.devs))
+	s.capUsed = make([][]resource.Quantity, len(s.devs))
+	s.defaultFits = make([]*capFit, len(s.devs))
 	for _, c := range in.Allocated {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("build session: %w", err)
@@ -276,6 +291,8 @@ func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32, f
 			}
 		}
 		d.usesCounters = len(pd.Device.ConsumesCounters) > 0
+		d.multi = ptr.Deref(pd.Device.AllowMultipleAllocations, false)
+		d.caps = deviceCaps(pd.Device)
 		d.convertible = convertible(pd.Device)
 		var fp *big.Rat
 		for _, u := range perDevice[di] {
@@ -358,7 +375,10 @@ func (s *Session) rankFootprints(footprints []*big.Rat) {
 // Record implements allocator.Session: the devices of an allocated claim
 // are in use and consume their counters from now on. Devices allocated with
 // admin access neither block others nor consume counters, as in
-// kube-scheduler. Recording the same claim twice has no further effect.
+// kube-scheduler. A result with a share ID is a share of a device: it takes
+// its consumed capacity but leaves the device to other shares. A device's
+// counters are charged once, whether it is held exclusively or by shares.
+// Recording the same claim twice has no further effect.
 func (s *Session) Record(claim *resourceapi.ResourceClaim) error {
 	if claim == nil || claim.Status.Allocation == nil {
 		return nil
@@ -376,14 +396,24 @@ func (s *Session) Record(claim *resourceapi.ResourceClaim) error {
 			continue
 		}
 		i, ok := s.byID[deviceID{r.Driver, r.Pool, r.Device}]
-		if !ok || s.inUse[i] {
-			// Devices of pools we cannot use (or a double allocation, which
-			// the pool validator reports) change nothing we allocate from.
+		if !ok {
+			// Devices of pools we cannot use change nothing we allocate from.
 			continue
 		}
-		s.inUse[i] = true
 		d := &s.devs[i]
-		s.pools[d.pool].overdrawn += s.charge(d, -1)
+		charged := s.inUse[i] || s.shares[i] > 0
+		if r.ShareID != nil {
+			s.shares[i]++
+			s.recordShare(i, r.ConsumedCapacity)
+		} else if s.inUse[i] {
+			// A double allocation, which the pool validator reports.
+			continue
+		} else {
+			s.inUse[i] = true
+		}
+		if !charged {
+			s.pools[d.pool].overdrawn += s.charge(d, -1)
+		}
 	}
 	return nil
 }

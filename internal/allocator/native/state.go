@@ -15,26 +15,17 @@ const maxResults = resourceapi.AllocationResultsMaxSize
 // left, and consistent with the constraints decided so far.
 func (x *search) usable(i int, sb *sub, d int32) bool {
 	s := x.s
-	if sb.admin {
-		// Admin access may share a device with other claims, but a claim
-		// does not get the same device twice.
-		claim := x.p.slots[i].claim
-		for _, ch := range x.chosen {
-			if ch.dev == d && x.p.slots[ch.slot].claim == claim {
-				return false
-			}
-		}
-	} else if s.inUse[d] || x.tent[d] > 0 {
+	dev := &s.devs[d]
+	if !x.free(i, sb, d) {
 		return false
 	}
-	dev := &s.devs[d]
 	if dev.hardTaints && !tolerated(dev.dev.Taints, sb.tolerations) {
 		return false
 	}
-	if dev.usesCounters && s.pools[dev.pool].overdrawn > 0 {
+	if !s.countersFree(d, x.tent[d]) {
 		return false
 	}
-	if !s.countersLeft(dev) {
+	if !x.capacityFree(i, sb, d) {
 		return false
 	}
 	for _, m := range sb.match {
@@ -56,12 +47,55 @@ func (x *search) usable(i int, sb *sub, d int32) bool {
 	return true
 }
 
+// free reports whether device d is free for alternative sb of slot i: a
+// shared device always is (unless held exclusively); others must not be in
+// use or chosen, except with admin access, which may share a device with
+// other claims but does not give a claim the same device twice.
+func (x *search) free(i int, sb *sub, d int32) bool {
+	s := x.s
+	multi := s.devs[d].multi
+	if sb.admin {
+		if multi {
+			return true
+		}
+		claim := x.p.slots[i].claim
+		for _, ch := range x.chosen {
+			if ch.dev == d && x.p.slots[ch.slot].claim == claim {
+				return false
+			}
+		}
+		return true
+	}
+	return !s.inUse[d] && (multi || x.tent[d] == 0)
+}
+
+// capacityFree reports whether sb's consumption of d's capacities fits into
+// what is left. A consumption that cannot be computed makes the claim
+// invalid: the first such error is kept in x.capErr.
+func (x *search) capacityFree(i int, sb *sub, d int32) bool {
+	f := x.s.fit(sb, d)
+	if f.err != nil {
+		if x.capErr == nil {
+			x.capErr = x.p.capacityError(x.p.slots[i].claim, sb, x.s.devs[d].id, f.err)
+		}
+		return false
+	}
+	return x.s.capacityLeft(d, f)
+}
+
 // apply tentatively allocates d; undo reverts the last apply exactly.
 func (x *search) apply(i, b int, d int32) {
 	s := x.s
 	sb := &x.p.slots[i].subs[b]
+	if dev := &s.devs[d]; dev.multi {
+		if s.shares[d]+x.tent[d] == 0 {
+			s.charge(dev, -1)
+		}
+		s.addShare(d, s.fit(sb, d).consumed, +1)
+	} else {
+		s.charge(dev, -1)
+	}
 	x.tent[d]++
-	s.charge(&s.devs[d], -1)
 	for _, m := range sb.distinct {
 		for _, v := range s.attrValues(x.p.distinct[m], d) {
 			x.used[m][v]++
@@ -80,8 +114,15 @@ func (x *search) undo() {
 			x.used[m][v]--
 		}
 	}
-	s.charge(&s.devs[ch.dev], +1)
 	x.tent[ch.dev]--
+	if dev := &s.devs[ch.dev]; dev.multi {
+		s.addShare(ch.dev, s.fit(sb, ch.dev).consumed, -1)
+		if s.shares[ch.dev]+x.tent[ch.dev] == 0 {
+			s.charge(dev, +1)
+		}
+	} else {
+		s.charge(dev, +1)
+	}
 }
 
 // matchValues lists the values of constraint m that enough usable

@@ -202,21 +202,11 @@ func (x *search) strictNextSlot(i int) (bool, error) {
 // added; broken when everything but a claim constraint allows it.
 func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 	s := x.s
-	if sb.admin {
-		claim := x.p.slots[i].claim
-		for _, ch := range x.chosen {
-			if ch.dev == d && x.p.slots[ch.slot].claim == claim {
-				return false, false
-			}
-		}
-	} else if s.inUse[d] || x.tent[d] > 0 {
+	if !x.free(i, sb, d) {
 		return false, false
 	}
 	dev := &s.devs[d]
-	if dev.usesCounters && s.pools[dev.pool].overdrawn > 0 {
-		return false, false
-	}
-	if !s.countersLeft(dev) {
+	if !s.countersFree(d, x.tent[d]) {
 		return false, false
 	}
 	if dev.hardTaints && !tolerated(dev.dev.Taints, sb.tolerations) {
@@ -241,6 +231,11 @@ func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 				return false, true
 			}
 		}
+	}
+	// Capacity is checked last, after the constraints, as kube-scheduler
+	// does for a request for all devices.
+	if !x.capacityFree(i, sb, d) {
+		return false, false
 	}
 	return true, false
 }
