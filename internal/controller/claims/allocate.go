@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -12,38 +13,48 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/central"
 	claimspkg "github.com/drastack/drastack/internal/claims"
 )
 
-// outcomeDeferred: every allocation the engine found needs a node where
-// kube-scheduler has a binding in flight; tried again shortly (avoid.go).
-const outcomeDeferred claimspkg.Outcome = "Deferred"
-
-// Event reasons on claims.
+// Event reasons on claims and pods.
 const (
 	EventAllocated    = "Allocated"
-	EventLostRace     = "AllocationLostRace"
 	EventTooManyTries = "AllocationConflicts"
+	EventRefused      = "AllocationRefused"
+	EventReplaced     = "AllocationReplaced"
+	EventNoCentral    = "NoCentralDevices"
 )
 
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/status,verbs=get;update;patch
+// The claim loop reads and writes claims (finalizer: patch; allocation:
+// patch of the status), and needs resourceclaims/binding to change
+// status.allocation (API servers since 1.36 check it on top of
+// resourceclaims/status).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/status,verbs=patch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/binding,verbs=patch
+// The engine's inputs, from the manager's cache.
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch
+// The placement loop reads pods and removes its scheduling gate (patch).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// The configuration, and the claim status of the DRAStack (server-side apply: patch).
 // +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch
-// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=patch
+// Events on claims and pods.
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile converges one claim: it allocates the operator's unallocated
-// claims and takes back the operator's allocation of a claim that lost a
-// race while no consumer uses it. Claims of kube-scheduler, and claims
-// that are allocated, reserved or being deleted, are never written.
+// Reconcile converges one claim: it allocates the operator's immediate
+// claims, which need no pod, from central devices. Every other claim of
+// the operator is allocated by the placement loop together with the other
+// claims of its pod; kube-scheduler's claims, and claims that are
+// allocated, reserved or being deleted, are never written here.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cfg, err := r.loadConfig(ctx)
 	if err != nil {
@@ -52,122 +63,150 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var claim resourceapi.ResourceClaim
 	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
+			r.forgetClaim(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("read claim %s: %w", req, err)
 	}
-	switch d := claimspkg.Decide(cfg, &claim); d.Action {
-	case claimspkg.ActionAllocate:
-		return r.allocate(ctx, cfg, &claim)
-	case claimspkg.ActionAllocated:
-		r.forget(req.NamespacedName)
-		if d.Why == claimspkg.WhyCELConstraints {
-			r.reportBypass(ctx, &claim)
-		}
-		if !r.suspect(claim.UID) {
-			return ctrl.Result{}, nil
-		}
-		err := r.settleRace(ctx, &claim)
-		if err == nil {
-			r.clearSuspect(claim.UID)
-		}
-		return ctrl.Result{}, err
-	case claimspkg.ActionIgnore:
-		r.forget(req.NamespacedName)
+	if d := claimspkg.Decide(cfg, &claim); d.Action != claimspkg.ActionAllocate || !claimspkg.IsImmediate(cfg, &claim) {
+		r.forgetClaim(req.NamespacedName)
+		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, nil
+	return r.allocateImmediate(ctx, cfg, &claim)
 }
 
-// allocate runs the engine for one claim and writes the result. The
-// decision is made under the engine lock and reserved in the snapshot, so
-// that concurrent workers never choose the same devices; the writes run
-// outside the lock.
-func (r *Reconciler) allocate(ctx context.Context, cfg claimspkg.Config, claim *resourceapi.ResourceClaim) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
+func (r *Reconciler) forgetClaim(key types.NamespacedName) {
+	r.claims.forget(key)
+	r.backoff.Forget(key)
+}
+
+// allocateImmediate runs the engine for one immediate claim, on any node,
+// and writes the result. The decision is made under the engine lock and
+// reserved in the snapshot, so that concurrent workers never choose the
+// same devices; the writes run outside the lock.
+func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimspkg.Config, claim *resourceapi.ResourceClaim) (ctrl.Result, error) {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	engine, ok := r.engine(cfg.Engine)
 	if !ok {
 		return ctrl.Result{}, fmt.Errorf("no allocation engine %q", cfg.Engine)
 	}
+	r.claims.markWaiting(key, claim.CreationTimestamp.Time)
 	var (
 		result  allocator.Result
 		outcome claimspkg.Outcome
 		failure error
 	)
-	now := r.now()
 	err := r.snap.withSession(ctx, engine, func(sess allocator.Session) error {
-		results, err := sess.Allocate(ctx, []*resourceapi.ResourceClaim{claim}, allocator.Options{})
-		outcome, failure = claimspkg.Classify(err), err
+		actx, cancel := context.WithTimeout(ctx, cfg.AllocationTimeout)
+		defer cancel()
+		results, err := sess.Allocate(actx, []*resourceapi.ResourceClaim{central.ForOperator(claim)}, allocator.Options{MaxSteps: r.MaxSteps})
+		outcome, failure = classify(actx, err, cfg)
 		if outcome != claimspkg.OutcomeAllocated {
 			return nil
 		}
 		if len(results) != 1 || results[0].Allocation == nil {
 			return fmt.Errorf("engine %s returned %d results without error for claim %s", engine.Name(), len(results), key)
 		}
-		chosen := r.avoidBusy(ctx, sess, claim, results[0])
-		if chosen == nil {
-			outcome = outcomeDeferred
-			return nil
-		}
-		result = *chosen
-		result.Allocation = result.Allocation.DeepCopy()
-		// Second precision, as the API server stores it: the race order
-		// (claims.Losers) must be the same before and after a round trip.
-		result.Allocation.AllocationTimestamp = &metav1.Time{Time: now.Truncate(1e9)}
-		reserved := claim.DeepCopy()
-		reserved.Status.Allocation = result.Allocation
-		return r.snap.reserve(sess, reserved, now)
+		result = results[0]
+		result.Allocation = stamped(result.Allocation, r.now())
+		return r.snap.reserve(sess, withAllocation(claim, result.Allocation), r.now())
 	})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if outcome == outcomeDeferred {
-		return ctrl.Result{RequeueAfter: settlePoll}, nil
-	}
 	allocationsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
 	if outcome != claimspkg.OutcomeAllocated {
-		return r.failed(ctx, claim, engine.Name(), outcome, failure)
+		return r.claimFailed(ctx, claim, engine.Name(), outcome, failure)
 	}
-
-	// The write runs to its end even when the manager stops: a write
-	// abandoned by the client may still be committed, after the next
-	// operator instance has read the claims.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
-	alloc := result.Allocation
-	written, err := r.write(wctx, claim, alloc)
+	written, err := r.writeReserved(ctx, claim, result.Allocation)
 	if err != nil || written == nil {
-		r.snap.release(claim.UID)
-		if err != nil {
-			allocationsTotal.WithLabelValues(engine.Name(), string(claimspkg.OutcomeError)).Inc()
-			return ctrl.Result{}, err
-		}
-		// The claim changed so that it no longer needs this allocation
-		// (deleted, allocated by someone else, or its constraints changed);
-		// its update event brings it back if there is more to do.
-		return ctrl.Result{}, nil
+		return r.afterFailedWrite(ctx, claim, engine.Name(), err)
 	}
-	r.snap.confirm(written)
-	r.noteWritten(written.UID, r.now())
-	allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.waitingSince(claim)).Seconds())
-	r.forget(key)
-	logger.V(1).Info("Allocated claim", "claim", key, "engine", engine.Name(), "node", result.Node, "devices", len(alloc.Devices.Results))
+	allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.claims.waitingSince(key, claim.CreationTimestamp.Time)).Seconds())
+	r.forgetClaim(key)
+	log.FromContext(ctx).V(1).Info("Allocated claim", "claim", key, "engine", engine.Name(), "node", result.Node, "devices", len(result.Allocation.Devices.Results))
 	r.event(written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine%s: %s",
-		engine.Name(), onNode(result.Node), deviceList(alloc))
-	// The race watch checks the new allocation against everything else.
-	r.wakeRaces()
+		engine.Name(), onNode(result.Node), deviceList(result.Allocation))
 	return ctrl.Result{}, nil
 }
 
-// failed reports a failed attempt: an Event when the outcome is news, and
-// the retry its outcome calls for.
-func (r *Reconciler) failed(ctx context.Context, claim *resourceapi.ResourceClaim, engine string, outcome claimspkg.Outcome, err error) (ctrl.Result, error) {
+// writeReserved writes an allocation reserved in the snapshot, to the end
+// even when the manager stops (a write abandoned by the client may still
+// be committed after the next operator instance has read the claims), and
+// confirms or releases the reservation.
+func (r *Reconciler) writeReserved(ctx context.Context, claim *resourceapi.ResourceClaim, alloc *resourceapi.AllocationResult) (*resourceapi.ResourceClaim, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	written, err := r.write(wctx, claim, alloc)
+	if err != nil || written == nil {
+		r.snap.release(claim.UID)
+		return nil, err
+	}
+	r.snap.confirm(written)
+	return written, nil
+}
+
+// afterFailedWrite reports a write that did not happen. A refused write
+// is an Event and waits for the claim to change; a claim that no longer
+// needs the allocation ends quietly (its next event decides).
+func (r *Reconciler) afterFailedWrite(ctx context.Context, claim *resourceapi.ResourceClaim, engine string, err error) (ctrl.Result, error) {
+	switch {
+	case err == nil:
+		return ctrl.Result{}, nil
+	case errors.Is(err, errRefused):
+		allocationsTotal.WithLabelValues(engine, string(claimspkg.OutcomeInvalid)).Inc()
+		key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+		if r.claims.record(key, failure{outcome: claimspkg.OutcomeInvalid, message: err.Error()}) {
+			r.event(claim, corev1.EventTypeWarning, EventRefused, "Allocate", "%v (not retried until the claim changes)", err)
+		}
+		return ctrl.Result{}, nil
+	}
+	allocationsTotal.WithLabelValues(engine, string(claimspkg.OutcomeError)).Inc()
+	return ctrl.Result{}, err
+}
+
+// classify turns an engine error into an outcome; a deadline of the
+// engine call is a search that gave up, with the setting named.
+func classify(ctx context.Context, err error, cfg claimspkg.Config) (claimspkg.Outcome, error) {
+	if err != nil && ctx.Err() == context.DeadlineExceeded && errors.Is(err, context.DeadlineExceeded) {
+		return claimspkg.OutcomeSearchBound, fmt.Errorf("%w: the engine did not finish within spec.claims.allocationTimeout (%s)", allocator.ErrSearchBound, cfg.AllocationTimeout)
+	}
+	return claimspkg.Classify(err), err
+}
+
+// stamped returns a copy of the allocation with its timestamp, at second
+// precision as the API server stores it.
+func stamped(a *resourceapi.AllocationResult, now interface{ Unix() int64 }) *resourceapi.AllocationResult {
+	out := a.DeepCopy()
+	t := metav1.Unix(now.Unix(), 0)
+	out.AllocationTimestamp = &t
+	return out
+}
+
+// withAllocation returns a copy of the claim carrying alloc, as the
+// engine's Record wants it.
+func withAllocation(c *resourceapi.ResourceClaim, alloc *resourceapi.AllocationResult) *resourceapi.ResourceClaim {
+	out := c.DeepCopy()
+	out.Status.Allocation = alloc
+	return out
+}
+
+// claimFailed reports a failed attempt: an Event when the outcome is news,
+// and the retry its outcome calls for.
+func (r *Reconciler) claimFailed(ctx context.Context, claim *resourceapi.ResourceClaim, engine string, outcome claimspkg.Outcome, err error) (ctrl.Result, error) {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	msg := err.Error()
-	if r.recordFailure(key, failure{outcome: outcome, message: msg}) {
+	if outcome == claimspkg.OutcomeUnsatisfiable {
+		msg += noCentralHint(r.cfg.get())
+	}
+	if r.claims.record(key, failure{outcome: outcome, message: msg}) {
 		r.event(claim, corev1.EventTypeWarning, string(outcome), "Allocate", "%s engine: %s%s", engine, msg, retryHint(outcome))
 	}
+	return r.retryOf(ctx, key, outcome, err)
+}
+
+// retryOf is the requeue an outcome calls for.
+func (r *Reconciler) retryOf(ctx context.Context, key types.NamespacedName, outcome claimspkg.Outcome, err error) (ctrl.Result, error) {
 	switch claimspkg.RetryOf(outcome) {
 	case claimspkg.RetryNone:
 		return ctrl.Result{}, nil
@@ -175,10 +214,19 @@ func (r *Reconciler) failed(ctx context.Context, claim *resourceapi.ResourceClai
 		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
 	}
 	if outcome == claimspkg.OutcomeError {
-		return ctrl.Result{}, fmt.Errorf("allocate claim %s: %w", key, err)
+		return ctrl.Result{}, fmt.Errorf("allocate for %s: %w", key, err)
 	}
-	log.FromContext(ctx).V(1).Info("Claim cannot be allocated now", "claim", key, "outcome", outcome, "reason", msg)
+	log.FromContext(ctx).V(1).Info("Cannot allocate now", "key", key, "outcome", outcome, "reason", err)
 	return ctrl.Result{RequeueAfter: r.backoff.When(key)}, nil
+}
+
+// noCentralHint tells what to configure when the operator has no central
+// devices at all: its claims can only be served from those.
+func noCentralHint(cfg claimspkg.Config) string {
+	if len(cfg.Central) > 0 {
+		return ""
+	}
+	return "; the operator allocates only central devices and spec.claims.central of the DRAStack names none: add the driver (and pools) whose devices these claims need"
 }
 
 func retryHint(o claimspkg.Outcome) string {
@@ -214,7 +262,7 @@ func deviceList(a *resourceapi.AllocationResult) string {
 	return strings.Join(parts, ", ")
 }
 
-func (r *Reconciler) event(obj *resourceapi.ResourceClaim, eventType, reason, action, note string, args ...any) {
+func (r *Reconciler) event(obj client.Object, eventType, reason, action, note string, args ...any) {
 	if r.Recorder == nil {
 		return
 	}

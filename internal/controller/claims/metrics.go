@@ -30,30 +30,14 @@ var (
 		Name: "drastack_claim_write_conflicts_total",
 		Help: "Claim writes refused because the claim changed since it was read; the claim is read again and the write retried.",
 	})
-	lostRaces = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "drastack_claim_lost_races_total",
-		Help: "Allocations the operator took back because kube-scheduler (or an older allocation) was given the same device or counter at the same time.",
+	placementsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "drastack_claim_placements_total",
+		Help: "Placements of pods' operator claims (all of a pod's operator claims on one node where the pod fits) by engine and result (Allocated, Unsatisfiable, SearchBoundExceeded, Invalid, NotSupported, Error).",
+	}, []string{"engine", "result"})
+	replacedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drastack_claim_replacements_total",
+		Help: "Allocations the operator took back because their pod stayed unschedulable for longer than spec.claims.placementTimeout, to place them again.",
 	})
-	unresolvedRaces = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "drastack_claim_unresolved_races",
-		Help: "Devices or counters given twice that nobody may take back (every claim involved is reserved by a pod or not the operator's); the DevicePool shows them as Degraded.",
-	})
-	holdsWritten = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "drastack_claim_holds_total",
-		Help: "Hold claims written after a lost race, so that kube-scheduler keeps counting a device that another claim still has.",
-	})
-	bindingsSeen = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "drastack_claim_scheduler_bindings_seen_total",
-		Help: "kube-scheduler binding cycles seen in flight (pods with a nominated node and claims), which the operator keeps its allocations away from.",
-	})
-	avoided = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "drastack_claim_busy_nodes_avoided_total",
-		Help: "Allocations the operator moved away from, or delayed because of, a node where kube-scheduler had a binding in flight.",
-	})
-	bypassed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "drastack_claim_bypassed_total",
-		Help: "Claims with CEL constraints that another allocator (kube-scheduler) allocated because their pod was not gated, by whether the constraints held anyway (held, broken).",
-	}, []string{"constraints"})
 	gatedPods = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "drastack_claim_gated_pods",
 		Help: "Pods held by the scheduling gate resource.drastack.io/allocation.",
@@ -64,6 +48,6 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(allocationsTotal, allocationLatency, pendingClaims, writeConflicts, lostRaces, unresolvedRaces, holdsWritten, bindingsSeen, avoided, bypassed, gatedPods)
+		ctrlmetrics.Registry.MustRegister(allocationsTotal, allocationLatency, pendingClaims, writeConflicts, placementsTotal, replacedTotal, gatedPods)
 	})
 }

@@ -1,18 +1,13 @@
 package claims
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
@@ -22,33 +17,45 @@ import (
 	claimspkg "github.com/drastack/drastack/internal/claims"
 )
 
-// FieldManager owns the claim writes (finalizer, status.allocation) and,
-// in the DRAStack status, status.claims and the ClaimsReady condition. It
-// is also how the operator recognises its own allocations in
-// managedFields (claims.AllocatedBy).
+// FieldManager owns the claim writes (finalizer, status.allocation), the
+// pod gate removals, the operator's DeviceTaintRules and, in the DRAStack
+// status, status.claims and the ClaimsReady condition. It is also how the
+// operator recognises its own allocations in managedFields
+// (claims.AllocatedBy).
 const FieldManager = "drastack-claims"
 
-// ControllerName names the claim loop in logs and controller-runtime's
-// metrics; GateControllerName the gate loop.
+// Names of the loops in logs and controller-runtime's metrics.
 const (
-	ControllerName     = "claims"
-	GateControllerName = "claim-gate"
+	// ControllerName allocates immediate claims, which need no pod.
+	ControllerName = "claims"
+	// PlacementControllerName places the operator claims of pods, lifts
+	// their gates, and places again what could not run.
+	PlacementControllerName = "claim-placement"
+	// TaintControllerName keeps the central devices tainted.
+	TaintControllerName = "central-taints"
 )
 
-// Backoff of unsatisfiable claims: the first retry after a second, then
-// doubling up to five minutes. Changes of the cluster retry at once anyway.
+// Backoff of unsatisfiable claims and pods: the first retry after a
+// second, then doubling up to five minutes. Changes of the cluster retry at
+// once anyway.
 const (
 	backoffBase = time.Second
 	backoffMax  = 5 * time.Minute
 )
 
-// Reconciler allocates the operator's claims and removes the scheduling
-// gate of pods whose claims it allocated.
+// Reconciler allocates the operator's claims from the devices only the
+// operator allocates (spec.claims.central), places pods' claims on nodes
+// where the pods fit, and keeps the central devices tainted so that
+// kube-scheduler never allocates them: the two allocators never share a
+// device, so neither can give one away twice.
+//
+// Its state lives in small types that each own their fields and locking:
+// the configuration (configStore), the engine's view of the cluster
+// (snapshot), and the outcome books of waiting claims and pods (book).
 type Reconciler struct {
 	// Client reads from the manager's cache and writes.
 	Client client.Client
-	// APIReader reads from the API server, after a write conflict and in
-	// the webhook when the cache does not know an object yet.
+	// APIReader reads from the API server, after a write conflict.
 	APIReader client.Reader
 	// Recorder emits Events on claims and pods; nil emits none.
 	Recorder events.EventRecorder
@@ -57,48 +64,23 @@ type Reconciler struct {
 	// StatusInterval is how often the DRAStack's claim status is
 	// refreshed; default DefaultStatusInterval.
 	StatusInterval time.Duration
+	// MaxSteps bounds each engine search; 0 is the engine's default.
+	MaxSteps int64
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
 
-	// pods is the gate loop's cache of unscheduled pods.
-	pods cache.Cache
-	// bindings are kube-scheduler's binding cycles in flight, seen in
-	// pods (see settle.go).
-	bindings *bindings
-
-	cfg     atomic.Pointer[claimspkg.Config]
+	cfg     configStore
 	snap    *snapshot
+	claims  *book // immediate claims waiting for devices
+	pods    *book // pods waiting for a placement
 	backoff workqueue.TypedRateLimiter[types.NamespacedName]
-	races   chan struct{}
-
-	mu sync.Mutex
-	// failures is the last failed attempt per claim, until the claim is
-	// allocated or deleted: it decides Events (one per new outcome),
-	// retries on cluster changes, and the DRAStack counts.
-	failures map[types.NamespacedName]failure
-	// since is when each of the operator's unallocated claims was seen to
-	// need allocation (creation or deallocation), for the latency metric.
-	since map[types.NamespacedName]time.Time
-	// writtenAt is when this process wrote each allocation, exactly (the
-	// stored timestamp has whole seconds), for the gate loop.
-	writtenAt map[types.UID]time.Time
-	// deferred is when each claim was first kept from a node where
-	// kube-scheduler had a binding in flight (see avoid.go).
-	deferred map[types.NamespacedName]time.Time
-	// suspects are claims the race watch found losing a race; the claim
-	// loop checks them again and takes their allocation back.
-	suspects map[types.UID]bool
-	// raceCheckStart is when the last completed race check started.
-	raceCheckStart time.Time
-	// bypassed are claims already reported as allocated without the
-	// operator (see bypass.go).
-	bypassed map[types.UID]bool
-}
-
-// failure is the last failed attempt of one claim.
-type failure struct {
-	outcome claimspkg.Outcome
-	message string
+	// podCache holds the pods the placement loop reads (see placement.go);
+	// nil until SetupWithManager.
+	podCache client.Reader
+	// taintRules is false on a cluster that does not serve
+	// resource.k8s.io/v1 DeviceTaintRule: only slices the operator
+	// publishes itself carry the central taint there.
+	taintRules bool
 }
 
 func (r *Reconciler) init() {
@@ -112,18 +94,11 @@ func (r *Reconciler) init() {
 	if r.APIReader == nil {
 		r.APIReader = r.Client
 	}
-	r.snap = newSnapshot(r.Client)
+	r.snap = newSnapshot(r.Client, &r.cfg)
+	r.claims = newBook()
+	r.pods = newBook()
 	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)
-	r.races = make(chan struct{}, 1)
-	r.failures = map[types.NamespacedName]failure{}
-	r.since = map[types.NamespacedName]time.Time{}
-	r.writtenAt = map[types.UID]time.Time{}
-	r.deferred = map[types.NamespacedName]time.Time{}
-	r.suspects = map[types.UID]bool{}
-	r.bypassed = map[types.UID]bool{}
-	r.bindings = newBindings()
-	inactive := claimspkg.Config{}
-	r.cfg.Store(&inactive)
+	r.cfg.set(nil)
 }
 
 func (r *Reconciler) now() time.Time {
@@ -133,14 +108,9 @@ func (r *Reconciler) now() time.Time {
 	return time.Now()
 }
 
-// config is the configuration the event handlers filter with.
-func (r *Reconciler) config() claimspkg.Config { return *r.cfg.Load() }
-
-// setConfig stores the configuration of a DRAStack (nil: none).
-func (r *Reconciler) setConfig(st *v1alpha1.DRAStack) claimspkg.Config {
-	next := claimspkg.ConfigFrom(st)
-	r.cfg.Store(&next)
-	return next
+func (r *Reconciler) engine(name string) (allocator.Engine, bool) {
+	e, ok := r.Engines[name]
+	return e, ok
 }
 
 // loadConfig reads the DRAStack from the cache, so that a reconcile acts on
@@ -152,101 +122,48 @@ func (r *Reconciler) loadConfig(ctx context.Context) (claimspkg.Config, error) {
 		return claimspkg.Config{}, err
 	}
 	if err != nil {
-		return r.setConfig(nil), nil
+		return r.cfg.set(nil), nil
 	}
-	return r.setConfig(&st), nil
+	return r.cfg.set(&st), nil
 }
 
-func (r *Reconciler) engine(name string) (allocator.Engine, bool) {
-	e, ok := r.Engines[name]
-	return e, ok
+// configStore is the configuration the event handlers filter with. Any
+// goroutine may call it.
+type configStore struct {
+	cur atomic.Pointer[configVersion]
 }
 
-// wakeRaces asks the race watch for a check.
-func (r *Reconciler) wakeRaces() {
-	select {
-	case r.races <- struct{}{}:
-	default:
+type configVersion struct {
+	cfg claimspkg.Config
+	// multiHost are the drivers the operator publishes itself: their
+	// node-less slices carry the central taint in the slice.
+	multiHost []string
+}
+
+// get returns the configuration in force.
+func (s *configStore) get() claimspkg.Config {
+	if v := s.cur.Load(); v != nil {
+		return v.cfg
 	}
+	return claimspkg.Config{}
 }
 
-func (r *Reconciler) failureOf(key types.NamespacedName) (failure, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f, ok := r.failures[key]
-	return f, ok
-}
-
-// recordFailure stores the outcome and reports whether it is news (a
-// different outcome or message than last time), which is when an Event is
-// due.
-func (r *Reconciler) recordFailure(key types.NamespacedName, f failure) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	prev, ok := r.failures[key]
-	r.failures[key] = f
-	return !ok || prev != f
-}
-
-func (r *Reconciler) forget(key types.NamespacedName) {
-	r.mu.Lock()
-	delete(r.failures, key)
-	delete(r.since, key)
-	delete(r.deferred, key)
-	r.mu.Unlock()
-	r.backoff.Forget(key)
-}
-
-// markWaiting records when a claim started to need allocation.
-func (r *Reconciler) markWaiting(key types.NamespacedName, at time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.since[key]; !ok {
-		r.since[key] = at
+// published returns the drivers of spec.multiHost.
+func (s *configStore) published() []string {
+	if v := s.cur.Load(); v != nil {
+		return v.multiHost
 	}
+	return nil
 }
 
-// waitingSince is when the claim started to need allocation: when this
-// process saw that, else its creation.
-func (r *Reconciler) waitingSince(c *resourceapi.ResourceClaim) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if t, ok := r.since[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}]; ok {
-		return t
-	}
-	return c.CreationTimestamp.Time
-}
-
-// retriable lists the claims a change of the cluster may help, longest
-// waiting first: the queue is FIFO, so a claim that waited longer gets
-// the devices that were just released.
-func (r *Reconciler) retriable(classChanged bool) []types.NamespacedName {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []types.NamespacedName
-	for key, f := range r.failures {
-		if claimspkg.RetriggeredBy(f.outcome, classChanged) {
-			out = append(out, key)
+// set stores the configuration of a DRAStack (nil: none) and returns it.
+func (s *configStore) set(st *v1alpha1.DRAStack) claimspkg.Config {
+	v := &configVersion{cfg: claimspkg.ConfigFrom(st)}
+	if v.cfg.Active {
+		for _, mh := range st.Spec.MultiHost {
+			v.multiHost = append(v.multiHost, mh.Driver)
 		}
 	}
-	slices.SortFunc(out, func(a, b types.NamespacedName) int {
-		if c := r.since[a].Compare(r.since[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.String(), b.String())
-	})
-	return out
-}
-
-// noteWritten records when an allocation was written, forgetting entries
-// older than the gate loop can need.
-func (r *Reconciler) noteWritten(uid types.UID, at time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.writtenAt[uid] = at
-	for k, t := range r.writtenAt {
-		if at.Sub(t) > 2*settleMax {
-			delete(r.writtenAt, k)
-		}
-	}
+	s.cur.Store(v)
+	return v.cfg
 }

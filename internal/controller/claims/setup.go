@@ -12,10 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -24,20 +26,37 @@ import (
 )
 
 type (
-	queue        = workqueue.TypedRateLimitingInterface[reconcile.Request]
-	claimEvents  = handler.TypedFuncs[*resourceapi.ResourceClaim, reconcile.Request]
-	sliceEvents  = handler.TypedFuncs[*resourceapi.ResourceSlice, reconcile.Request]
-	classEvents  = handler.TypedFuncs[*resourceapi.DeviceClass, reconcile.Request]
-	nodeEvents   = handler.TypedFuncs[*corev1.Node, reconcile.Request]
-	configEvents = handler.TypedFuncs[*v1alpha1.DRAStack, reconcile.Request]
+	queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// changeKind tells a handler what changed, for what it retriggers.
+	changeKind int
 )
 
-// SetupWithManager registers the claim loop, the race watch, the gate loop
-// and the DRAStack status writer. Like the other controllers it does
-// nothing on a cluster that does not serve resource.k8s.io/v1.
+const (
+	changeDevices changeKind = iota // slices, nodes, rules, deallocations
+	changeClasses                   // DeviceClasses
+)
+
+// claimWorkers is how many claims are written at once; placementWorkers
+// how many pods are placed at once. Decisions are serialized on the
+// engine session (see snapshot); the API writes, which take far longer,
+// overlap.
+const (
+	claimWorkers     = 4
+	placementWorkers = 4
+)
+
+// DefaultStatusInterval is how often the DRAStack's claim status is
+// recomputed; it is written only when it changed.
+const DefaultStatusInterval = 2 * time.Second
+
+// SetupWithManager registers the claim loop (immediate claims), the
+// placement loop (pods), the taint loop (central devices) and the DRAStack
+// status writer. Like the other controllers it does nothing on a cluster
+// that does not serve resource.k8s.io/v1.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	logger := mgr.GetLogger().WithName(ControllerName)
-	if _, err := mgr.GetRESTMapper().RESTMapping(resourceapi.SchemeGroupVersion.WithKind("ResourceClaim").GroupKind(), resourceapi.SchemeGroupVersion.Version); err != nil {
+	mapper := mgr.GetRESTMapper()
+	if _, err := mapper.RESTMapping(resourceapi.SchemeGroupVersion.WithKind("ResourceClaim").GroupKind(), resourceapi.SchemeGroupVersion.Version); err != nil {
 		if meta.IsNoMatchError(err) {
 			logger.Info("resource.k8s.io/v1 is not served; claim allocation is off until the operator restarts on a cluster with DRA")
 			return nil
@@ -45,25 +64,62 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("look up ResourceClaim in the API server: %w", err)
 	}
 	r.init()
-	cache := mgr.GetCache()
-	// Several workers: allocation decisions are serialized on the engine
-	// session (see snapshot), the two API writes per claim, which take
-	// far longer, overlap.
-	err := ctrl.NewControllerManagedBy(mgr).
+	if _, err := mapper.RESTMapping(resourceapi.SchemeGroupVersion.WithKind("DeviceTaintRule").GroupKind(), resourceapi.SchemeGroupVersion.Version); err == nil {
+		r.taintRules = true
+	} else if !meta.IsNoMatchError(err) {
+		return fmt.Errorf("look up DeviceTaintRule in the API server: %w", err)
+	} else {
+		logger.Info("resource.k8s.io/v1 DeviceTaintRule is not served (feature gate DRADeviceTaintRules); only devices in slices the operator publishes can be central")
+	}
+	r.snap.taintRules = r.taintRules
+	if err := r.setupPodCache(mgr); err != nil {
+		return err
+	}
+	mcache := mgr.GetCache()
+
+	claims := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: claimWorkers}).
-		WatchesRawSource(source.TypedKind(cache, &resourceapi.ResourceClaim{}, r.claimHandler())).
-		WatchesRawSource(source.TypedKind(cache, &resourceapi.ResourceSlice{}, r.sliceHandler())).
-		WatchesRawSource(source.TypedKind(cache, &resourceapi.DeviceClass{}, r.classHandler())).
-		WatchesRawSource(source.TypedKind(cache, &corev1.Node{}, r.nodeHandler())).
-		WatchesRawSource(source.TypedKind(cache, &v1alpha1.DRAStack{}, r.configHandler())).
-		WatchesRawSource(source.TypedFunc[reconcile.Request](r.watchRaces)).
-		Complete(r)
-	if err != nil {
+		WatchesRawSource(source.TypedKind(mcache, &resourceapi.ResourceClaim{}, r.claimHandler(r.claims, r.claimRequests))).
+		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.claims, r.allClaims)))
+	claims = r.watchDevices(claims, mcache, r.claims)
+	if err := claims.Complete(r); err != nil {
 		return fmt.Errorf("build the %s controller: %w", ControllerName, err)
 	}
-	if err := r.setupGate(mgr); err != nil {
-		return err
+
+	pl := &placementReconciler{r: r}
+	placed := ctrl.NewControllerManagedBy(mgr).
+		Named(PlacementControllerName).
+		WithOptions(controller.Options{MaxConcurrentReconciles: placementWorkers}).
+		WatchesRawSource(source.TypedKind(r.podCache.(cache.Cache), &corev1.Pod{}, r.podHandler())).
+		WatchesRawSource(source.TypedKind(mcache, &resourceapi.ResourceClaim{}, r.claimHandler(r.pods, r.podsOfClaim))).
+		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.pods, r.allPods)))
+	placed = r.watchDevices(placed, mcache, r.pods)
+	if err := placed.Complete(pl); err != nil {
+		return fmt.Errorf("build the %s controller: %w", PlacementControllerName, err)
+	}
+
+	if r.taintRules {
+		tr := &taintReconciler{r: r}
+		one := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{taintKey} }
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named(TaintControllerName).
+			Watches(&v1alpha1.DRAStack{}, handler.EnqueueRequestsFromMapFunc(one)).
+			Watches(&resourceapi.DeviceTaintRule{}, handler.EnqueueRequestsFromMapFunc(one)).
+			Watches(&resourceapi.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(one)).
+			Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(one)).
+			WatchesRawSource(source.TypedKind(r.podCache.(cache.Cache), &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(
+				func(_ context.Context, p *corev1.Pod) []reconcile.Request {
+					// Rules wait for gated pods when the configuration goes.
+					if !r.cfg.get().Active && claimspkg.HasGate(p) {
+						return []reconcile.Request{taintKey}
+					}
+					return nil
+				}))).
+			Complete(tr)
+		if err != nil {
+			return fmt.Errorf("build the %s controller: %w", TaintControllerName, err)
+		}
 	}
 	if err := mgr.Add(&statusWriter{r: r, interval: r.StatusInterval}); err != nil {
 		return fmt.Errorf("add the DRAStack claim status writer: %w", err)
@@ -71,158 +127,253 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
+// setupPodCache makes the placement loop's own cache of pods. It keeps
+// only what placement reads (a pod's scheduling fields, its claims and
+// the resource requests of its containers), so holding every pod of a
+// large cluster stays cheap; the manager's cache, which other controllers
+// read whole pods from, is not touched.
+func (r *Reconciler) setupPodCache(mgr ctrl.Manager) error {
+	pods, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(),
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		ByObject:   map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: slimPod}},
+	})
+	if err != nil {
+		return fmt.Errorf("create the pod cache of the placement loop: %w", err)
+	}
+	if err := mgr.Add(pods); err != nil {
+		return fmt.Errorf("add the pod cache of the placement loop: %w", err)
+	}
+	r.podCache = pods
+	return nil
+}
+
+// slimPod drops what placement never reads from a cached pod.
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	p.ManagedFields = nil
+	p.Annotations = nil
+	p.Spec.Volumes = nil
+	slim := func(cs []corev1.Container) {
+		for i := range cs {
+			cs[i] = corev1.Container{Name: cs[i].Name, Resources: cs[i].Resources, RestartPolicy: cs[i].RestartPolicy}
+		}
+	}
+	slim(p.Spec.Containers)
+	slim(p.Spec.InitContainers)
+	p.Spec.EphemeralContainers = nil
+	p.Status.ContainerStatuses = nil
+	p.Status.InitContainerStatuses = nil
+	p.Status.EphemeralContainerStatuses = nil
+	return p, nil
+}
+
 func request(c client.Object) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}}
 }
 
-// retrigger queues the claims a change of the cluster may help.
-func (r *Reconciler) retrigger(q queue, classChanged bool) {
-	for _, key := range r.retriable(classChanged) {
+// retrigger queues what a book says a change of the cluster may help.
+func retrigger(b *book, q queue, kind changeKind) {
+	for _, key := range b.retriable(kind == changeClasses) {
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
 }
 
-// claimHandler keeps the snapshot in step with every claim and queues the
-// operator's claims. A deallocation or deletion frees devices, so the
-// claims that wait for devices are tried again.
-func (r *Reconciler) claimHandler() handler.TypedEventHandler[*resourceapi.ResourceClaim, reconcile.Request] {
-	ours := func(c *resourceapi.ResourceClaim) bool {
-		return claimspkg.SelectClaim(r.config(), c) != claimspkg.WhyNone
+// watchDevices adds the watches that change which devices exist or are
+// free (slices, classes, nodes, DeviceTaintRules): each invalidates the
+// engine session and retriggers what b is waiting on.
+func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ctrl.Builder {
+	changed := func(kind changeKind) func(q queue) {
+		return func(q queue) {
+			r.snap.invalidate()
+			retrigger(b, q, kind)
+		}
 	}
-	return claimEvents{
-		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.ResourceClaim], q queue) {
-			c := e.Object
-			r.snap.noteClaim(nil, c)
-			if c.Status.Allocation != nil {
-				r.wakeRaces()
+	bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.ResourceSlice{}, versionChanges[*resourceapi.ResourceSlice](changed(changeDevices), nil))).
+		WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceClass{}, versionChanges[*resourceapi.DeviceClass](changed(changeClasses),
+			func(a, b *resourceapi.DeviceClass) bool { return a.Generation != b.Generation }))).
+		WatchesRawSource(source.TypedKind(c, &corev1.Node{}, versionChanges[*corev1.Node](changed(changeDevices),
+			// Heartbeats change nothing here; labels, taints and cordons do.
+			func(a, b *corev1.Node) bool {
+				return !maps.Equal(a.Labels, b.Labels) || a.Spec.Unschedulable != b.Spec.Unschedulable ||
+					len(a.Spec.Taints) != len(b.Spec.Taints) || !a.Status.Allocatable.Cpu().Equal(*b.Status.Allocatable.Cpu())
+			})))
+	if r.taintRules {
+		bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceTaintRule{}, versionChanges[*resourceapi.DeviceTaintRule](changed(changeDevices), nil)))
+	}
+	return bld
+}
+
+// versionChanges calls changed on every create and delete, and on updates
+// that changed the object (a new resourceVersion and, when given, differ
+// says so).
+func versionChanges[T client.Object](changed func(queue), differ func(a, b T) bool) handler.TypedEventHandler[T, reconcile.Request] {
+	return handler.TypedFuncs[T, reconcile.Request]{
+		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[T], q queue) { changed(q) },
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[T], q queue) {
+			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() {
+				return
 			}
-			if ours(c) {
-				if c.Status.Allocation == nil {
-					r.markWaiting(request(c).NamespacedName, r.now())
-				}
-				q.Add(request(c))
+			if differ == nil || differ(e.ObjectOld, e.ObjectNew) {
+				changed(q)
 			}
 		},
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.ResourceClaim], q queue) {
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[T], q queue) { changed(q) },
+	}
+}
+
+// claimHandler keeps the snapshot in step with every claim, queues what
+// requests maps a changed claim to, and, when devices are freed (a
+// deallocation or a deletion), retriggers what b waits on.
+func (r *Reconciler) claimHandler(b *book, requests func(context.Context, *resourceapi.ResourceClaim) []reconcile.Request) handler.TypedEventHandler[*resourceapi.ResourceClaim, reconcile.Request] {
+	add := func(ctx context.Context, c *resourceapi.ResourceClaim, q queue) {
+		for _, req := range requests(ctx, c) {
+			q.Add(req)
+		}
+	}
+	return handler.TypedFuncs[*resourceapi.ResourceClaim, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*resourceapi.ResourceClaim], q queue) {
+			r.snap.noteClaim(nil, e.Object)
+			add(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*resourceapi.ResourceClaim], q queue) {
 			old, cur := e.ObjectOld, e.ObjectNew
 			if old.ResourceVersion == cur.ResourceVersion {
 				return
 			}
 			r.snap.noteClaim(old, cur)
-			switch {
-			case old.Status.Allocation != nil && cur.Status.Allocation == nil:
-				r.retrigger(q, false)
-				r.wakeRaces() // holds of this keeper may be stale now
-				if ours(cur) {
-					r.markWaiting(request(cur).NamespacedName, r.now())
-				}
-			case old.Status.Allocation == nil && cur.Status.Allocation != nil:
-				r.wakeRaces()
+			if old.Status.Allocation != nil && cur.Status.Allocation == nil {
+				retrigger(b, q, changeDevices)
 			}
-			if ours(cur) || ours(old) {
-				q.Add(request(cur))
-			}
+			add(ctx, cur, q)
 		},
-		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceClaim], q queue) {
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceClaim], q queue) {
 			c := e.Object
 			r.snap.noteDeleted(c)
-			r.forget(request(c).NamespacedName)
-			r.clearSuspect(c.UID)
-			r.mu.Lock()
-			delete(r.bypassed, c.UID)
-			r.mu.Unlock()
+			r.claims.forget(request(c).NamespacedName)
 			if c.Status.Allocation != nil {
-				r.retrigger(q, false)
-				r.wakeRaces()
+				retrigger(b, q, changeDevices)
+			}
+			add(ctx, c, q)
+		},
+	}
+}
+
+// claimRequests: the claim loop reconciles the operator's claims.
+func (r *Reconciler) claimRequests(_ context.Context, c *resourceapi.ResourceClaim) []reconcile.Request {
+	if claimspkg.SelectClaim(r.cfg.get(), c) == claimspkg.WhyNone {
+		return nil
+	}
+	return []reconcile.Request{request(c)}
+}
+
+// podsOfClaim: the placement loop reconciles the unscheduled pods that use
+// a claim.
+func (r *Reconciler) podsOfClaim(ctx context.Context, c *resourceapi.ResourceClaim) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.podCache.List(ctx, &pods, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "Listing the pods of a changed claim failed", "claim", klogKey(c))
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		for _, ref := range claimspkg.PodClaims(p) {
+			if ref.ClaimName == c.Name {
+				out = append(out, request(p))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// podHandler queues unscheduled pods with claims; a pod that is bound or
+// goes away changes what a node has left, so waiting pods are retried.
+func (r *Reconciler) podHandler() handler.TypedEventHandler[*corev1.Pod, reconcile.Request] {
+	relevant := func(p *corev1.Pod) bool { return p.Spec.NodeName == "" && len(p.Spec.ResourceClaims) > 0 }
+	return handler.TypedFuncs[*corev1.Pod, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*corev1.Pod], q queue) {
+			if relevant(e.Object) {
+				q.Add(request(e.Object))
+			}
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Pod], q queue) {
+			if relevant(e.ObjectNew) {
+				q.Add(request(e.ObjectNew))
+			}
+			if e.ObjectOld.Spec.NodeName == "" && e.ObjectNew.Spec.NodeName != "" {
+				r.forgetPod(request(e.ObjectNew).NamespacedName)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*corev1.Pod], q queue) {
+			r.forgetPod(request(e.Object).NamespacedName)
+			if e.Object.Spec.NodeName != "" {
+				retrigger(r.pods, q, changeDevices)
 			}
 		},
 	}
 }
 
-// sliceHandler: a new or changed slice (a new pool generation, more
-// devices) may satisfy waiting claims.
-func (r *Reconciler) sliceHandler() handler.TypedEventHandler[*resourceapi.ResourceSlice, reconcile.Request] {
-	changed := func(q queue) {
-		r.snap.slicesChanged()
-		r.retrigger(q, false)
-		r.wakeRaces()
+// allClaims lists the operator's claims under the new configuration.
+func (r *Reconciler) allClaims(ctx context.Context) []reconcile.Request {
+	var claims resourceapi.ResourceClaimList
+	if err := r.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "Listing claims after a configuration change failed")
+		return nil
 	}
-	return sliceEvents{
-		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*resourceapi.ResourceSlice], q queue) { changed(q) },
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.ResourceSlice], q queue) {
-			if e.ObjectOld.ResourceVersion != e.ObjectNew.ResourceVersion {
-				changed(q)
-			}
-		},
-		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*resourceapi.ResourceSlice], q queue) { changed(q) },
+	var out []reconcile.Request
+	for i := range claims.Items {
+		out = append(out, r.claimRequests(ctx, &claims.Items[i])...)
 	}
+	return out
 }
 
-// classHandler: a class that appears may fix a claim that named it.
-func (r *Reconciler) classHandler() handler.TypedEventHandler[*resourceapi.DeviceClass, reconcile.Request] {
-	changed := func(q queue) {
-		r.snap.invalidate()
-		r.retrigger(q, true)
+// allPods lists every unscheduled pod with claims.
+func (r *Reconciler) allPods(ctx context.Context) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.podCache.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "Listing pods after a configuration change failed")
+		return nil
 	}
-	return classEvents{
-		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*resourceapi.DeviceClass], q queue) { changed(q) },
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.DeviceClass], q queue) {
-			if e.ObjectOld.Generation != e.ObjectNew.Generation {
-				changed(q)
-			}
-		},
-		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*resourceapi.DeviceClass], q queue) { changed(q) },
+	var out []reconcile.Request
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Spec.NodeName == "" && len(p.Spec.ResourceClaims) > 0 {
+			out = append(out, request(p))
+		}
 	}
+	return out
 }
 
-// nodeHandler: nodes that come and go, or whose labels change, change
-// which devices node selectors reach. Status updates (heartbeats) do not.
-func (r *Reconciler) nodeHandler() handler.TypedEventHandler[*corev1.Node, reconcile.Request] {
-	changed := func(q queue) {
-		r.snap.invalidate()
-		r.retrigger(q, false)
-	}
-	return nodeEvents{
-		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*corev1.Node], q queue) { changed(q) },
-		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Node], q queue) {
-			if !maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels) {
-				changed(q)
-			}
-		},
-		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*corev1.Node], q queue) { changed(q) },
-	}
-}
-
-// configHandler follows spec.claims: a change queues every claim the
-// operator allocates under the new configuration (and clears outcomes
-// that depended on the old engine).
-func (r *Reconciler) configHandler() handler.TypedEventHandler[*v1alpha1.DRAStack, reconcile.Request] {
+// configHandler follows spec.claims: a change clears the outcomes of b,
+// invalidates the engine session (central devices may have moved) and
+// queues everything all lists.
+func (r *Reconciler) configHandler(b *book, all func(context.Context) []reconcile.Request) handler.TypedEventHandler[*v1alpha1.DRAStack, reconcile.Request] {
 	apply := func(ctx context.Context, st *v1alpha1.DRAStack, q queue) {
 		if st != nil && st.Name != v1alpha1.DRAStackName {
 			return
 		}
-		cfg := r.setConfig(st)
-		r.mu.Lock()
-		clear(r.failures)
-		r.mu.Unlock()
-		var claims resourceapi.ResourceClaimList
-		if err := r.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Listing claims after a configuration change failed")
-			return
-		}
-		for i := range claims.Items {
-			if claimspkg.SelectClaim(cfg, &claims.Items[i]) != claimspkg.WhyNone {
-				q.Add(request(&claims.Items[i]))
-			}
+		r.cfg.set(st)
+		r.snap.invalidate()
+		b.clearOutcomes()
+		for _, req := range all(ctx) {
+			q.Add(req)
 		}
 	}
-	return configEvents{
+	return handler.TypedFuncs[*v1alpha1.DRAStack, reconcile.Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*v1alpha1.DRAStack], q queue) {
 			apply(ctx, e.Object, q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1alpha1.DRAStack], q queue) {
 			// Status writes of the other controllers change nothing here.
-			if !claimspkg.ConfigFrom(e.ObjectOld).Equal(claimspkg.ConfigFrom(e.ObjectNew)) {
+			if !claimspkg.ConfigFrom(e.ObjectOld).Equal(claimspkg.ConfigFrom(e.ObjectNew)) || !sameMultiHost(e.ObjectOld, e.ObjectNew) {
 				apply(ctx, e.ObjectNew, q)
 			}
 		},
@@ -234,9 +385,15 @@ func (r *Reconciler) configHandler() handler.TypedEventHandler[*v1alpha1.DRAStac
 	}
 }
 
-// claimWorkers is how many claims are written at once.
-const claimWorkers = 4
-
-// DefaultStatusInterval is how often the DRAStack's claim status is
-// recomputed; it is written only when it changed.
-const DefaultStatusInterval = 2 * time.Second
+// sameMultiHost: the drivers the operator publishes did not change.
+func sameMultiHost(a, b *v1alpha1.DRAStack) bool {
+	if len(a.Spec.MultiHost) != len(b.Spec.MultiHost) {
+		return false
+	}
+	for i := range a.Spec.MultiHost {
+		if a.Spec.MultiHost[i].Driver != b.Spec.MultiHost[i].Driver {
+			return false
+		}
+	}
+	return true
+}

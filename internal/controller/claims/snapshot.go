@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/drastack/drastack/internal/allocator"
-	"github.com/drastack/drastack/internal/pool"
+	"github.com/drastack/drastack/internal/central"
 )
 
 // writtenTTL bounds how long an allocation this process wrote is added to
@@ -38,15 +38,19 @@ const writtenTTL = time.Minute
 // Event handlers call the note* methods from informer goroutines.
 type snapshot struct {
 	reader client.Reader
+	// cfg says which devices are central (spec.claims.central).
+	cfg *configStore
+	// taintRules: the cluster serves resource.k8s.io/v1 DeviceTaintRule,
+	// so the cache holds the rules.
+	taintRules bool
 
 	// engine serializes the use of session (an engine session is not safe
 	// for concurrent use).
 	engine sync.Mutex
 
 	mu sync.Mutex
-	// version counts changes that invalidate a session; slicesVersion
-	// counts slice changes only (the pools for race checks).
-	version, slicesVersion uint64
+	// version counts changes that invalidate a session.
+	version uint64
 	session                allocator.Session
 	sessionEngine          string
 	sessionVersion         uint64
@@ -54,9 +58,6 @@ type snapshot struct {
 	// toRecord are allocations that appeared since the session was built.
 	toRecord []*resourceapi.ResourceClaim
 	written  map[types.UID]written
-	pools    []*pool.Pool
-	poolsVer uint64
-	havePool bool
 }
 
 type written struct {
@@ -64,8 +65,8 @@ type written struct {
 	at    time.Time
 }
 
-func newSnapshot(reader client.Reader) *snapshot {
-	return &snapshot{reader: reader, recorded: map[types.UID]bool{}, written: map[types.UID]written{}}
+func newSnapshot(reader client.Reader, cfg *configStore) *snapshot {
+	return &snapshot{reader: reader, cfg: cfg, recorded: map[types.UID]bool{}, written: map[types.UID]written{}}
 }
 
 // invalidate drops the session at the next attempt.
@@ -75,13 +76,6 @@ func (s *snapshot) invalidate() {
 	s.mu.Unlock()
 }
 
-// slicesChanged invalidates the session and the pools.
-func (s *snapshot) slicesChanged() {
-	s.mu.Lock()
-	s.version++
-	s.slicesVersion++
-	s.mu.Unlock()
-}
 
 // noteClaim follows a claim's change: a new allocation is recorded into
 // the session at the next attempt; a removed or replaced allocation
@@ -114,8 +108,6 @@ func (s *snapshot) noteDeleted(c *resourceapi.ResourceClaim) {
 	}
 }
 
-// forgetWritten drops a written allocation that this process took back.
-func (s *snapshot) forgetWritten(uid types.UID) { s.release(uid) }
 
 func sameResults(a, b *resourceapi.AllocationResult) bool {
 	if len(a.Devices.Results) != len(b.Devices.Results) {
@@ -223,7 +215,11 @@ func (s *snapshot) release(uid types.UID) {
 	s.version++
 }
 
-// inputs reads everything the engine needs from the caches.
+// inputs reads everything the engine needs from the caches. The slices
+// are the engine view of package central: DeviceTaintRules applied, and
+// devices the operator must not allocate tainted in the view only, so
+// that claims passed through central.ForOperator get only central devices
+// and claims passed through central.ForScheduler only the others.
 func (s *snapshot) inputs(ctx context.Context) (allocator.Inputs, error) {
 	var in allocator.Inputs
 	var slices resourceapi.ResourceSliceList
@@ -238,12 +234,21 @@ func (s *snapshot) inputs(ctx context.Context) (allocator.Inputs, error) {
 	if err := s.reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("list Nodes: %w", err)
 	}
+	var rules []resourceapi.DeviceTaintRule
+	if s.taintRules {
+		var list resourceapi.DeviceTaintRuleList
+		if err := s.reader.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return in, fmt.Errorf("list DeviceTaintRules: %w", err)
+		}
+		rules = list.Items
+	}
 	allocated, err := s.allocated(ctx)
 	if err != nil {
 		return in, err
 	}
+	raw := make([]*resourceapi.ResourceSlice, len(slices.Items))
 	for i := range slices.Items {
-		in.Slices = append(in.Slices, lastFirst(&slices.Items[i]))
+		raw[i] = &slices.Items[i]
 	}
 	for i := range classes.Items {
 		in.Classes = append(in.Classes, &classes.Items[i])
@@ -251,6 +256,15 @@ func (s *snapshot) inputs(ctx context.Context) (allocator.Inputs, error) {
 	for i := range nodes.Items {
 		in.Nodes = append(in.Nodes, &nodes.Items[i])
 	}
+	part, err := central.NewPartition(central.Inputs{
+		Entries: s.cfg.get().Central, Slices: raw, Nodes: in.Nodes, Published: s.cfg.published(),
+	})
+	if err != nil {
+		// The DRAStack controller reports a bad selector as SpecValid
+		// False; until it is fixed no device is central.
+		part, _ = central.NewPartition(central.Inputs{Slices: raw, Nodes: in.Nodes})
+	}
+	in.Slices = central.EngineView(part, raw, rules)
 	in.Allocated = allocated
 	return in, nil
 }
@@ -285,49 +299,3 @@ func (s *snapshot) allocated(ctx context.Context) ([]*resourceapi.ResourceClaim,
 	return out, nil
 }
 
-// currentPools groups the cached slices into pools, again only when
-// slices changed.
-func (s *snapshot) currentPools(ctx context.Context) ([]*pool.Pool, error) {
-	s.mu.Lock()
-	if s.havePool && s.poolsVer == s.slicesVersion {
-		p := s.pools
-		s.mu.Unlock()
-		return p, nil
-	}
-	ver := s.slicesVersion
-	s.mu.Unlock()
-	var slices resourceapi.ResourceSliceList
-	if err := s.reader.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list ResourceSlices: %w", err)
-	}
-	in := make([]*resourceapi.ResourceSlice, len(slices.Items))
-	for i := range slices.Items {
-		in[i] = &slices.Items[i]
-	}
-	p := pool.Group(in)
-	s.mu.Lock()
-	s.pools, s.poolsVer, s.havePool = p, ver, true
-	s.mu.Unlock()
-	return p, nil
-}
-
-// lastFirst returns the slice with its devices in reverse order (a shallow
-// copy; the cached object is not touched).
-//
-// Engines try devices of equal footprint in slice order, and so does
-// kube-scheduler: two first-fit allocators working on the same pool at
-// once pick the same first free device, which is exactly a race (see
-// settle.go). The operator therefore fills from the other end, so the two
-// meet only on the last free devices of a node. Footprint order (smallest
-// partitions first, KEP-4815) is unaffected.
-func lastFirst(s *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
-	if len(s.Spec.Devices) < 2 {
-		return s
-	}
-	cp := *s
-	cp.Spec.Devices = make([]resourceapi.Device, len(s.Spec.Devices))
-	for i, d := range s.Spec.Devices {
-		cp.Spec.Devices[len(s.Spec.Devices)-1-i] = d
-	}
-	return &cp
-}

@@ -86,10 +86,10 @@ func (w *statusWriter) write(ctx context.Context) error {
 		key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
 		e := claimspkg.Entry{Key: key.String(), Allocated: c.Status.Allocation != nil}
 		if !e.Allocated {
-			if f, ok := r.failureOf(key); ok {
+			if f, ok := r.claims.failureOf(key); ok {
 				e.Outcome = f.outcome
 			}
-			e.Since = r.waitingSince(c)
+			e.Since = r.claims.waitingSince(key, c.CreationTimestamp.Time)
 			switch {
 			case e.Outcome == claimspkg.OutcomeInvalid || e.Outcome == claimspkg.OutcomeNotSupported:
 				invalid++
@@ -104,9 +104,9 @@ func (w *statusWriter) write(ctx context.Context) error {
 	pendingClaims.WithLabelValues("waiting").Set(float64(waiting))
 	pendingClaims.WithLabelValues("unsatisfiable").Set(float64(unsatisfiable))
 	pendingClaims.WithLabelValues("invalid").Set(float64(invalid))
-	if r.pods != nil {
+	if r.podCache != nil {
 		var pods corev1.PodList
-		if err := r.pods.List(ctx, &pods, client.UnsafeDisableDeepCopy); err == nil {
+		if err := r.podCache.List(ctx, &pods, client.UnsafeDisableDeepCopy); err == nil {
 			n := 0
 			for i := range pods.Items {
 				if claimspkg.HasGate(&pods.Items[i]) {

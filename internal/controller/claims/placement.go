@@ -1,0 +1,400 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/central"
+	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/placement"
+)
+
+// Event reasons on pods.
+const (
+	// EventGateRemoved: the operator placed the pod's claims and removed
+	// its scheduling gate.
+	EventGateRemoved = "AllocationGateRemoved"
+	// EventUnplaceable: no node fits the pod and its claims now.
+	EventUnplaceable = "Unsatisfiable"
+)
+
+// placementReconciler places the operator claims of unscheduled pods:
+// all of a pod's operator claims together, in one engine call, on a node
+// where the pod fits (placement.Candidates) and where its kube-scheduler
+// claims fit too, then lifts the pod's scheduling gate. It also takes
+// back the placement of a pod that stayed unschedulable for longer than
+// spec.claims.placementTimeout (claims.Replace), so that it is placed
+// again. Pods are read from the cache r.podCache (see podCache).
+type placementReconciler struct {
+	r *Reconciler
+}
+
+// podClaims are a pod's claims, sorted by what the operator does with
+// them.
+type podClaims struct {
+	// toPlace: the operator's, unallocated: allocated by this placement.
+	toPlace []*resourceapi.ResourceClaim
+	// placed: the operator's, allocated.
+	placed []*resourceapi.ResourceClaim
+	// scheduler: kube-scheduler's, unallocated: tried in the same engine
+	// call so the node chosen suits them too, never written.
+	scheduler []*resourceapi.ResourceClaim
+	// pinned: every allocated claim; the node must suit each.
+	pinned []*resourceapi.ResourceClaim
+	// waiting says what the placement waits for (claims not created yet,
+	// being deleted, reserved but unallocated).
+	waiting []string
+}
+
+// Reconcile converges one pod.
+func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r := p.r
+	cfg, err := r.loadConfig(ctx)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read the DRAStack: %w", err)
+	}
+	var pod corev1.Pod
+	if err := r.podCache.Get(ctx, req.NamespacedName, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetPod(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("read pod %s: %w", req, err)
+	}
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		r.forgetPod(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	gated := claimspkg.HasGate(&pod)
+	if !cfg.Active {
+		r.forgetPod(req.NamespacedName)
+		if gated {
+			return ctrl.Result{}, p.liftGate(ctx, &pod, "the operator allocates no claims (there is no DRAStack)")
+		}
+		return ctrl.Result{}, nil
+	}
+	pc, err := p.claimsOf(ctx, cfg, &pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(pc.waiting) > 0 {
+		log.FromContext(ctx).V(2).Info("Pod waits for its claims", "pod", req.NamespacedName, "waiting", pc.waiting)
+		return ctrl.Result{}, nil
+	}
+	if len(pc.toPlace) == 0 && len(pc.placed) == 0 {
+		r.forgetPod(req.NamespacedName)
+		if gated {
+			return ctrl.Result{}, p.liftGate(ctx, &pod, "none of its claims is allocated by the operator")
+		}
+		return ctrl.Result{}, nil
+	}
+	if !gated && len(pc.toPlace) == 0 {
+		// kube-scheduler has the pod; take the placement back only if it
+		// cannot run there.
+		return p.recover(ctx, cfg, &pod, pc)
+	}
+	return p.place(ctx, cfg, &pod, pc)
+}
+
+func (r *Reconciler) forgetPod(key types.NamespacedName) {
+	r.pods.forget(key)
+	r.backoff.Forget(key)
+}
+
+// claimsOf reads the pod's claims from the cache and sorts them.
+func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimspkg.Config, pod *corev1.Pod) (podClaims, error) {
+	var pc podClaims
+	for _, ref := range claimspkg.PodClaims(pod) {
+		switch {
+		case ref.NotNeeded:
+			continue
+		case ref.ClaimName == "":
+			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s: not created from template %s yet", ref.Name, ref.Template))
+			continue
+		}
+		var c resourceapi.ResourceClaim
+		if err := p.r.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.ClaimName}, &c); err != nil {
+			if apierrors.IsNotFound(err) {
+				pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s does not exist", ref.ClaimName))
+				continue
+			}
+			return pc, fmt.Errorf("read claim %s/%s: %w", pod.Namespace, ref.ClaimName, err)
+		}
+		ours := claimspkg.SelectClaim(cfg, &c) != claimspkg.WhyNone
+		switch {
+		case c.Status.Allocation != nil:
+			pc.pinned = append(pc.pinned, &c)
+			if ours {
+				pc.placed = append(pc.placed, &c)
+			}
+		case c.DeletionTimestamp != nil:
+			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s is being deleted", c.Name))
+		case len(c.Status.ReservedFor) > 0:
+			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s is reserved but not allocated", c.Name))
+		case ours && claimspkg.IsImmediate(cfg, &c):
+			// The claim loop allocates it as soon as it exists.
+			pc.waiting = append(pc.waiting, fmt.Sprintf("immediate claim %s is not allocated yet", c.Name))
+		case ours:
+			pc.toPlace = append(pc.toPlace, &c)
+		default:
+			pc.scheduler = append(pc.scheduler, &c)
+		}
+	}
+	return pc, nil
+}
+
+// place chooses a node for the pod and its unallocated operator claims,
+// writes their allocations and lifts the gate.
+func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, pod *corev1.Pod, pc podClaims) (ctrl.Result, error) {
+	r := p.r
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	engine, ok := r.engine(cfg.Engine)
+	if !ok {
+		return ctrl.Result{}, fmt.Errorf("no allocation engine %q", cfg.Engine)
+	}
+	r.pods.markWaiting(key, pod.CreationTimestamp.Time)
+	candidates, nodeReasons, total, err := p.candidates(ctx, pod, pc.pinned)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(pc.toPlace) == 0 {
+		// Everything is allocated (immediate claims): the pod may go if a
+		// node suits it and them.
+		if len(candidates) == 0 {
+			return p.failed(ctx, pod, engine.Name(), claimspkg.OutcomeUnsatisfiable, errors.New(placement.Summary(total, nodeReasons)))
+		}
+		r.forgetPod(key)
+		return ctrl.Result{}, p.liftGate(ctx, pod, "claims allocated: "+claimNames(pc.placed))
+	}
+
+	var (
+		chosen  []allocator.Result
+		node    string
+		outcome = claimspkg.OutcomeUnsatisfiable
+		last    error
+		misses  []string
+	)
+	claims := make([]*resourceapi.ResourceClaim, 0, len(pc.toPlace)+len(pc.scheduler))
+	for _, c := range pc.toPlace {
+		claims = append(claims, central.ForOperator(c))
+	}
+	for _, c := range pc.scheduler {
+		claims = append(claims, central.ForScheduler(c))
+	}
+	now := r.now()
+	err = r.snap.withSession(ctx, engine, func(sess allocator.Session) error {
+		actx, cancel := context.WithTimeout(ctx, cfg.AllocationTimeout)
+		defer cancel()
+		for _, n := range candidates {
+			results, err := sess.Allocate(actx, claims, allocator.Options{Node: n.Name, MaxSteps: r.MaxSteps})
+			o, err := classify(actx, err, cfg)
+			if o == claimspkg.OutcomeAllocated {
+				chosen, node, outcome = results[:len(pc.toPlace)], n.Name, o
+				break
+			}
+			outcome, last = o, err
+			if o != claimspkg.OutcomeUnsatisfiable {
+				// Invalid claims are invalid on every node; a search that
+				// ran out of time or steps has no time left.
+				break
+			}
+			misses = append(misses, n.Name+": "+err.Error())
+		}
+		if outcome != claimspkg.OutcomeAllocated {
+			return nil
+		}
+		for i, c := range pc.toPlace {
+			chosen[i].Allocation = stamped(chosen[i].Allocation, now)
+			if err := r.snap.reserve(sess, withAllocation(c, chosen[i].Allocation), now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	placementsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
+	if outcome != claimspkg.OutcomeAllocated {
+		if outcome == claimspkg.OutcomeUnsatisfiable {
+			last = errors.New(unplaceableMessage(total, nodeReasons, misses) + noCentralHint(cfg))
+		}
+		return p.failed(ctx, pod, engine.Name(), outcome, last)
+	}
+	for i, c := range pc.toPlace {
+		written, err := r.writeReserved(ctx, c, chosen[i].Allocation)
+		if err != nil || written == nil {
+			for _, rest := range pc.toPlace[i+1:] {
+				r.snap.release(rest.UID)
+			}
+			return r.afterFailedWrite(ctx, c, engine.Name(), err)
+		}
+		allocationsTotal.WithLabelValues(engine.Name(), string(claimspkg.OutcomeAllocated)).Inc()
+		allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.pods.waitingSince(key, c.CreationTimestamp.Time)).Seconds())
+		r.claims.forget(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+		r.event(written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine for pod %s on node %s: %s",
+			engine.Name(), pod.Name, node, deviceList(chosen[i].Allocation))
+	}
+	log.FromContext(ctx).V(1).Info("Placed pod", "pod", key, "node", node, "claims", len(pc.toPlace))
+	r.forgetPod(key)
+	if claimspkg.HasGate(pod) {
+		return ctrl.Result{}, p.liftGate(ctx, pod, fmt.Sprintf("claims allocated for node %s: %s", node, claimNames(append(pc.placed, pc.toPlace...))))
+	}
+	return ctrl.Result{}, nil
+}
+
+// candidates returns the nodes the pod fits (placement.Candidates) that
+// also suit every allocated claim of the pod, the reasons of the others,
+// and how many nodes there are.
+func (p *placementReconciler) candidates(ctx context.Context, pod *corev1.Pod, pinned []*resourceapi.ResourceClaim) ([]*corev1.Node, map[string]string, int, error) {
+	var nodes corev1.NodeList
+	if err := p.r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, 0, fmt.Errorf("list nodes: %w", err)
+	}
+	var pods corev1.PodList
+	if err := p.r.podCache.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, 0, fmt.Errorf("list pods: %w", err)
+	}
+	byNode := map[string][]*corev1.Pod{}
+	for i := range pods.Items {
+		if n := pods.Items[i].Spec.NodeName; n != "" {
+			byNode[n] = append(byNode[n], &pods.Items[i])
+		}
+	}
+	all := make([]*corev1.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		all[i] = &nodes.Items[i]
+	}
+	fit, reasons := placement.Candidates(pod, all, byNode)
+	out := fit[:0:0]
+	for _, n := range fit {
+		if c := unsuited(n, pinned); c != "" {
+			reasons[n.Name] = "allocated claim " + c + " is not available on the node"
+			continue
+		}
+		out = append(out, n)
+	}
+	return out, reasons, len(all), nil
+}
+
+// unsuited names the first allocated claim whose node selector the node
+// does not match ("" when all match).
+func unsuited(n *corev1.Node, pinned []*resourceapi.ResourceClaim) string {
+	for _, c := range pinned {
+		sel := c.Status.Allocation.NodeSelector
+		if sel == nil {
+			continue
+		}
+		if ok, err := corev1helpers.MatchNodeSelectorTerms(n, sel); err != nil || !ok {
+			return c.Name
+		}
+	}
+	return ""
+}
+
+// unplaceableMessage says why no node took the pod: the node filters, and
+// the engine's reason on each node it tried (the first few).
+func unplaceableMessage(total int, reasons map[string]string, misses []string) string {
+	msg := placement.Summary(total, reasons)
+	const show = 3
+	if len(misses) > 0 {
+		parts := misses
+		if len(parts) > show {
+			parts = append(parts[:show:show], fmt.Sprintf("and %d more nodes", len(misses)-show))
+		}
+		msg += "; the claims do not fit on " + strings.Join(parts, "; ")
+	}
+	return msg
+}
+
+// failed reports a placement that did not happen: an Event on the pod when
+// the outcome is news, the outcome on each of its claims for the DRAStack
+// counts, and the retry the outcome calls for.
+func (p *placementReconciler) failed(ctx context.Context, pod *corev1.Pod, engine string, outcome claimspkg.Outcome, err error) (ctrl.Result, error) {
+	r := p.r
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	msg := err.Error()
+	if r.pods.record(key, failure{outcome: outcome, message: msg}) {
+		r.event(pod, corev1.EventTypeWarning, string(outcome), "Allocate", "%s engine: %s%s", engine, msg, retryHint(outcome))
+	}
+	for _, ref := range claimspkg.PodClaims(pod) {
+		if ref.ClaimName != "" {
+			r.claims.record(types.NamespacedName{Namespace: pod.Namespace, Name: ref.ClaimName}, failure{outcome: outcome, message: msg})
+		}
+	}
+	return r.retryOf(ctx, key, outcome, err)
+}
+
+// recover takes back the operator's allocations of a pod kube-scheduler
+// could not schedule for longer than spec.claims.placementTimeout, so
+// that the next reconcile places them again. Only claims nobody reserved
+// are touched (claims.Replace), with a resourceVersion precondition.
+func (p *placementReconciler) recover(ctx context.Context, cfg claimspkg.Config, pod *corev1.Pod, pc podClaims) (ctrl.Result, error) {
+	r := p.r
+	var after time.Duration
+	for _, c := range pc.placed {
+		rep := claimspkg.Replace(cfg, c, pod, FieldManager, r.now())
+		if !rep.Now {
+			if rep.After > 0 && (after == 0 || rep.After < after) {
+				after = rep.After
+			}
+			continue
+		}
+		done, err := r.deallocate(ctx, c)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if done {
+			replacedTotal.Inc()
+			r.event(c, corev1.EventTypeNormal, EventReplaced, "Deallocate", "allocation taken back to be placed again: %s", rep.Reason)
+			r.event(pod, corev1.EventTypeNormal, EventReplaced, "Deallocate", "claim %s is placed again: %s", c.Name, rep.Reason)
+		}
+		// The claim's update brings the pod back for its new placement.
+		return ctrl.Result{}, nil
+	}
+	r.forgetPod(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// liftGate removes the operator's scheduling gate, with a resourceVersion
+// precondition and only the gates in the patch.
+func (p *placementReconciler) liftGate(ctx context.Context, pod *corev1.Pod, note string) error {
+	if !claimspkg.HasGate(pod) {
+		return nil
+	}
+	upd := pod.DeepCopy()
+	upd.Spec.SchedulingGates = claimspkg.WithoutGate(pod.Spec.SchedulingGates)
+	if err := p.r.Client.Patch(ctx, upd, optimistic(pod), client.FieldOwner(FieldManager)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if apierrors.IsConflict(err) {
+			// The pod's update event brings it back.
+			return nil
+		}
+		return fmt.Errorf("remove the scheduling gate of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	p.r.event(pod, corev1.EventTypeNormal, EventGateRemoved, "Release", "removed scheduling gate %s: %s", claimspkg.SchedulingGate, note)
+	return nil
+}
+
+func claimNames(cs []*resourceapi.ResourceClaim) string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ", ")
+}
