@@ -114,6 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("list nodes: %w", err)
 	}
 	desired := Compute(st.Spec.MultiHost, nodes.Items)
+	TaintCentral(&desired, st.Spec.Claims.Central)
 	owner := ownerOf(v1alpha1.GroupVersion.String(), "DRAStack", st.Name, st.UID)
 	retiring, startErr := r.drivers.apply(owner, desired.Drivers)
 	logger.V(1).Info("Desired multi-host pools handed to the publisher", "drivers", len(desired.Drivers), "pools", len(desired.Summaries), "retiring", retiring)
