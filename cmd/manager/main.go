@@ -32,7 +32,10 @@ func run() error {
 	flag.DurationVar(&o.ShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown.")
 	flag.IntVar(&o.WebhookPort, "webhook-port", 0, "Port of the pod admission webhook that holds pods until the operator allocated their claims (9443 in the bundle); 0 disables it.")
 	flag.StringVar(&o.WebhookHost, "webhook-host", "", "Address the webhook listens on; default all addresses, 127.0.0.1 with --webhook-self-signed.")
-	flag.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "", "Folder with tls.crt and tls.key of the webhook (OLM mounts them); default controller-runtime's.")
+	flag.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "", "Folder with tls.crt and tls.key of the webhook (OLM mounts them); default controller-runtime's. Without them the operator makes its own certificate.")
+	flag.StringVar(&o.WebhookService, "webhook-service", "", "Service in front of the webhook, for the certificate the operator makes when none is mounted (make deploy); default config/default's.")
+	flag.StringVar(&o.WebhookConfiguration, "webhook-configuration", "", "MutatingWebhookConfiguration whose caBundle the operator sets when no certificate is mounted (make deploy); default config/default's.")
+	flag.StringVar(&o.Namespace, "namespace", "", "The operator's namespace (the webhook Service's, left out of the webhook); default the pod's.")
 	flag.BoolVar(&o.WebhookSelfSigned, "webhook-self-signed", false, "Make a self-signed certificate at startup and register the webhook with a URL to --webhook-host:--webhook-port, for an operator running outside the cluster.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -38,7 +38,10 @@ func run(args []string) error {
 	fs.StringVar(&opts.Version, "version", "", "bundle version, semver without a leading v")
 	fs.StringVar(&opts.Image, "image", "", "manager image the bundle installs")
 	fs.StringVar(&opts.Package, "package", "drastack", "OLM package name")
-	fs.StringVar(&channels, "channels", "alpha", "comma-separated channels")
+	// candidate, fast and stable (and names that start with them) are OLM's
+	// channel naming convention, which operator-sdk's good-practices
+	// validator checks; drastack is alpha, so its releases are candidates.
+	fs.StringVar(&channels, "channels", "candidate", "comma-separated channels")
 	fs.StringVar(&opts.DefaultChannel, "default-channel", "", "default channel (default: the first channel)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -62,6 +65,9 @@ func run(args []string) error {
 	b, err := bundle.Generate(objs, opts)
 	if err != nil {
 		return err
+	}
+	for _, n := range b.Notes {
+		fmt.Printf("bundlegen: note: %s\n", n)
 	}
 	files, err := b.Files()
 	if err != nil {

@@ -20,6 +20,9 @@ type Bundle struct {
 	// Annotations are bundle/metadata/annotations.yaml and, identically,
 	// the labels of bundle.Dockerfile.
 	Annotations map[string]string
+	// Notes say what of the input the bundle format could not carry (see
+	// olmUncarriedWebhookFields); hack/bundlegen prints them.
+	Notes []string
 
 	opts Options
 }
@@ -145,7 +148,7 @@ func Generate(objs []*unstructured.Unstructured, opts Options) (*Bundle, error) 
 	for _, crd := range crds {
 		copied = append(copied, crd.DeepCopy())
 	}
-	return &Bundle{CSV: csv, CRDs: copied, Others: others, Annotations: annotations, opts: opts}, nil
+	return &Bundle{CSV: csv, CRDs: copied, Others: others, Annotations: annotations, Notes: webhooks.notes, opts: opts}, nil
 }
 
 // withoutNamespace returns a copy of obj without metadata.namespace: OLM

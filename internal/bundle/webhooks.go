@@ -31,22 +31,34 @@ const (
 
 // webhookFields are copied from a webhook into its definition as they are:
 // every field OLM's WebhookDescription has in common with
-// admissionregistration/v1. clientConfig and namespaceSelector are OLM's
-// to fill (namespaceSelector from the OperatorGroup).
+// admissionregistration/v1. clientConfig is OLM's to fill.
 var webhookFields = []string{"admissionReviewVersions", "failurePolicy", "matchPolicy", "objectSelector", "rules", "sideEffects", "timeoutSeconds"}
 
-// webhookPlan is spec.webhookdefinitions plus the input objects it absorbed.
+// olmUncarriedWebhookFields are admissionregistration/v1 webhook fields
+// that OLM's WebhookDescription (operator-framework/api
+// pkg/operators/v1alpha1) does not have, with what OLM does instead. The
+// CSV's schema would prune them, so they are left out of the definition
+// and each omission is reported in Bundle.Notes rather than silently.
+var olmUncarriedWebhookFields = []struct{ field, instead string }{
+	{"namespaceSelector", "OLM sets it from the OperatorGroup's target namespaces (none for AllNamespaces)"},
+	{"matchConditions", "OLM sends every request the rules match; the handler must check the condition itself"},
+}
+
+// webhookPlan is spec.webhookdefinitions plus the input objects it absorbed
+// and what could not be carried.
 type webhookPlan struct {
 	definitions []interface{}
 	folded      map[*unstructured.Unstructured]bool
+	notes       []string
 }
 
 // planWebhooks turns the webhook configurations among objs into
 // definitions served by one of deployments. A webhook's Deployment is the
 // one its Service selects (and the ports are the Service's), or, without a
 // Service in the input, the only Deployment (ports 443 and 9443). A
-// webhook called by URL, or with a namespaceSelector, cannot be expressed
-// and is an error rather than silently changed.
+// webhook called by URL cannot be expressed and is an error rather than
+// silently changed; the fields of olmUncarriedWebhookFields are left out
+// with a note.
 func planWebhooks(objs, deployments []*unstructured.Unstructured) (*webhookPlan, error) {
 	plan := &webhookPlan{folded: map[*unstructured.Unstructured]bool{}}
 	services := map[string]*unstructured.Unstructured{}
@@ -82,6 +94,11 @@ func planWebhooks(objs, deployments []*unstructured.Unstructured) (*webhookPlan,
 			if err != nil {
 				return nil, fmt.Errorf("%s %q: webhooks[%d]: %w", cfg.GetKind(), cfg.GetName(), i, err)
 			}
+			for _, u := range olmUncarriedWebhookFields {
+				if _, found := hook[u.field]; found {
+					plan.notes = append(plan.notes, fmt.Sprintf("webhook %s: %s is not part of OLM's webhook definition and is left out: %s", def["generateName"], u.field, u.instead))
+				}
+			}
 			if svc != nil {
 				plan.folded[svc] = true
 			}
@@ -95,9 +112,6 @@ func webhookDefinition(typ string, hook map[string]interface{}, services map[str
 	name, err := requiredString(hook, "name")
 	if err != nil {
 		return nil, nil, err
-	}
-	if _, found, _ := unstructured.NestedFieldNoCopy(hook, "namespaceSelector"); found {
-		return nil, nil, fmt.Errorf("webhook %q: namespaceSelector cannot be carried by a bundle (OLM sets it from the OperatorGroup)", name)
 	}
 	if _, found, _ := unstructured.NestedFieldNoCopy(hook, "clientConfig", "url"); found {
 		return nil, nil, fmt.Errorf("webhook %q: a URL clientConfig cannot be carried by a bundle: OLM calls webhooks through a Service", name)

@@ -181,8 +181,6 @@ func TestWebhookDefinitionsReject(t *testing.T) {
 		{"URL client config", with(strings.Replace(fxMutatingWebhook,
 			"    service:\n      name: webhook-service\n      namespace: system\n      path: /mutate-pods\n",
 			"    url: https://127.0.0.1:9443/mutate-pods\n", 1)), "URL clientConfig cannot be carried"},
-		{"namespaceSelector", with(strings.Replace(fxMutatingWebhook, "  objectSelector:\n",
-			"  namespaceSelector:\n    matchLabels:\n      team: a\n  objectSelector:\n", 1)), "namespaceSelector cannot be carried"},
 		{"no path", with(strings.Replace(fxMutatingWebhook, "      path: /mutate-pods\n", "", 1)), "clientConfig.service.path is missing"},
 		{"two Deployments and no Service to tell them apart", with(fxMutatingWebhook, fxOtherDeployment), "add the Service"},
 		{"Service selecting no Deployment", with(fxMutatingWebhook, strings.Replace(fxWebhookService, "control-plane: manager", "control-plane: nobody", 1)),

@@ -4,9 +4,11 @@
 package operator
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -74,13 +76,29 @@ type Options struct {
 	// addresses, or 127.0.0.1 with WebhookSelfSigned.
 	WebhookHost string
 	// WebhookCertDir holds tls.crt and tls.key (OLM mounts them); default
-	// controller-runtime's. Unused with WebhookSelfSigned.
+	// controller-runtime's. Without them there (make deploy), the operator
+	// makes a CA and a serving certificate for WebhookService at startup
+	// and sets the caBundle of WebhookConfiguration. Unused with
+	// WebhookSelfSigned.
 	WebhookCertDir string
 	// WebhookSelfSigned makes a CA and serving certificate at startup and
 	// registers the MutatingWebhookConfiguration with a URL to
 	// WebhookHost:WebhookPort, for an operator that runs outside the
 	// cluster (tests, make demo).
 	WebhookSelfSigned bool
+	// WebhookService is the Service in front of the webhook, named in the
+	// certificate the operator makes without a mounted one; default
+	// claimsctrl.DefaultWebhookServiceName (config/default's).
+	WebhookService string
+	// WebhookConfiguration is the MutatingWebhookConfiguration whose
+	// caBundle the operator sets without a mounted certificate; default
+	// claimsctrl.DefaultWebhookConfigName (config/default's).
+	WebhookConfiguration string
+	// Namespace is the operator's own namespace: the webhook Service's,
+	// and left out of a self-registered webhook's namespaceSelector;
+	// default the pod's (the service account's namespace file), else
+	// claimsctrl.DefaultNamespace.
+	Namespace string
 	// ClaimStatusInterval is how often the DRAStack's claim status is
 	// refreshed; default claimsctrl.DefaultStatusInterval.
 	ClaimStatusInterval time.Duration
@@ -101,7 +119,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if shutdown == 0 {
 		shutdown = 30 * time.Second
 	}
-	webhookServer, selfSigned, err := claimWebhookServer(o)
+	webhookServer, registration, err := claimWebhookServer(o)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +180,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		return nil, fmt.Errorf("set up claim controller: %w", err)
 	}
 	if webhookServer != nil {
-		if err := claimsctrl.SetupWebhook(mgr, selfSigned); err != nil {
+		if err := claimsctrl.SetupWebhook(mgr, registration); err != nil {
 			return nil, fmt.Errorf("set up pod webhook: %w", err)
 		}
 	}
@@ -186,34 +204,59 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 }
 
 // claimWebhookServer configures the webhook server of the claim
-// controller's pod webhook (nil when it is off), with a self-signed
-// certificate when asked.
-func claimWebhookServer(o Options) (webhook.Server, *claimsctrl.SelfSigned, error) {
+// controller's pod webhook (nil when it is off) and, when the operator
+// makes its own certificate, how it registers the webhook: with a URL
+// outside the cluster (WebhookSelfSigned), or by setting the caBundle of
+// config/default's configuration when no certificate is mounted. Under OLM
+// a certificate is mounted and OLM registers the webhook.
+func claimWebhookServer(o Options) (webhook.Server, *claimsctrl.SelfRegistration, error) {
 	if o.WebhookPort == 0 {
 		return nil, nil, nil
 	}
 	opts := webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.WebhookCertDir}
-	if !o.WebhookSelfSigned {
-		// OLM mounts the certificate before the manager starts; without
-		// one (make deploy, no certificate source) the webhook stays off
-		// instead of the whole manager failing to start.
-		dir := opts.CertDir
-		if dir == "" {
-			dir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+	namespace := operatorNamespace(o.Namespace)
+	if o.WebhookSelfSigned {
+		if opts.Host == "" {
+			opts.Host = "127.0.0.1"
 		}
-		if _, err := os.Stat(filepath.Join(dir, "tls.crt")); err != nil {
-			ctrl.Log.WithName("setup").Info("No webhook certificate; the pod webhook is off and pods are not gated", "certDir", dir)
-			return nil, nil, nil
+		ss, err := claimsctrl.NewSelfSigned(opts.Host, opts.Port)
+		if err != nil {
+			return nil, nil, fmt.Errorf("self-signed webhook certificate: %w", err)
 		}
+		opts.TLSOpts = append(opts.TLSOpts, ss.TLSOption)
+		return webhook.NewServer(opts), &claimsctrl.SelfRegistration{SelfSigned: ss, Namespace: namespace}, nil
+	}
+	dir := opts.CertDir
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tls.crt")); err == nil {
 		return webhook.NewServer(opts), nil, nil
 	}
-	if opts.Host == "" {
-		opts.Host = "127.0.0.1"
-	}
-	ss, err := claimsctrl.NewSelfSigned(opts.Host, opts.Port)
+	service := cmp.Or(o.WebhookService, claimsctrl.DefaultWebhookServiceName)
+	ss, err := claimsctrl.NewServiceSelfSigned(service, namespace, opts.Port)
 	if err != nil {
-		return nil, nil, fmt.Errorf("self-signed webhook certificate: %w", err)
+		return nil, nil, fmt.Errorf("webhook certificate for Service %s/%s: %w", namespace, service, err)
 	}
+	config := cmp.Or(o.WebhookConfiguration, claimsctrl.DefaultWebhookConfigName)
+	ctrl.Log.WithName("setup").Info("No webhook certificate mounted; serving the pod webhook with a self-signed one", "certDir", dir, "service", namespace+"/"+service, "configuration", config)
 	opts.TLSOpts = append(opts.TLSOpts, ss.TLSOption)
-	return webhook.NewServer(opts), ss, nil
+	return webhook.NewServer(opts), &claimsctrl.SelfRegistration{SelfSigned: ss, ConfigName: config, Namespace: namespace}, nil
+}
+
+// serviceAccountNamespaceFile holds the pod's namespace in a cluster.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// operatorNamespace is the operator's namespace: the configured one, else
+// the pod's, else claimsctrl.DefaultNamespace (outside a cluster).
+func operatorNamespace(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	if data, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(data)); ns != "" {
+			return ns
+		}
+	}
+	return claimsctrl.DefaultNamespace
 }

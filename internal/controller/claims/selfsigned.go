@@ -1,7 +1,6 @@
 package claims
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -26,21 +26,44 @@ import (
 )
 
 // SelfSignedWebhookConfigName names the MutatingWebhookConfiguration a
-// self-signed operator registers. OLM names its own after the CSV; the two
-// never meet.
+// self-signed operator outside the cluster registers. OLM names its own
+// after the CSV, config/default its own ConfigName; they never meet.
 const SelfSignedWebhookConfigName = "drastack-claim-gate"
 
-// selfSignedValidity is long enough for any demo or test run; the
-// certificate is made anew at every start.
-const selfSignedValidity = 7 * 24 * time.Hour
+// Names config/default gives the webhook's objects (kustomize's namePrefix
+// drastack- on config/webhook); a test builds config/default and checks.
+const (
+	// DefaultWebhookConfigName is config/default's
+	// MutatingWebhookConfiguration, whose caBundle an operator without a
+	// mounted certificate sets.
+	DefaultWebhookConfigName = "drastack-mutating-webhook-configuration"
+	// DefaultWebhookServiceName is the Service in front of the webhook.
+	DefaultWebhookServiceName = "drastack-webhook-service"
+)
+
+// The caBundle injector reads and patches config/default's webhook
+// configuration, that one object only (CABundleInjector, make deploy
+// without OLM).
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;patch,resourceNames=drastack-mutating-webhook-configuration
+
+// Certificate lifetimes. The keys live only in the operator's memory and a
+// new pair is made at every start, so a certificate must only outlive the
+// process that made it.
+const (
+	// selfSignedValidity is long enough for any demo or test run.
+	selfSignedValidity = 7 * 24 * time.Hour
+	// serviceCertValidity covers an operator pod that runs for years.
+	serviceCertValidity = 5 * 365 * 24 * time.Hour
+)
 
 // SelfSigned is a CA and a serving certificate made at startup, for an
-// operator that runs outside the cluster (tests, `make demo`): the API
-// server reaches its webhook at https://Host:Port and trusts CABundle.
-// In a cluster, OLM provides both from the bundle's webhookdefinitions.
+// operator whose webhook certificate is not provided by OLM: one outside
+// the cluster (tests, `make demo`), which the API server calls at
+// https://Host:Port, or one installed by `make deploy`, which it calls
+// through the webhook Service. Either way the API server trusts CABundle.
 type SelfSigned struct {
-	// Host and Port the webhook server listens on and the API server
-	// calls.
+	// Host and Port the webhook server listens on and, outside the
+	// cluster, the API server calls.
 	Host string
 	Port int
 	// CABundle is the PEM CA certificate for the webhook's clientConfig.
@@ -49,8 +72,38 @@ type SelfSigned struct {
 }
 
 // NewSelfSigned makes a CA and a serving certificate for host (an IP
-// address or a DNS name) valid from now for a week.
+// address or a DNS name) valid from now for a week, for an operator outside
+// the cluster.
 func NewSelfSigned(host string, port int) (*SelfSigned, error) {
+	ss, err := newSelfSigned([]string{host}, selfSignedValidity)
+	if err != nil {
+		return nil, err
+	}
+	ss.Host, ss.Port = host, port
+	return ss, nil
+}
+
+// NewServiceSelfSigned makes a CA and a serving certificate for the DNS
+// names of Service service in namespace, for an operator in the cluster
+// without a mounted certificate. The webhook server listens on all
+// addresses at port.
+func NewServiceSelfSigned(service, namespace string, port int) (*SelfSigned, error) {
+	if service == "" || namespace == "" {
+		return nil, fmt.Errorf("webhook service %q in namespace %q: both are needed for the certificate", service, namespace)
+	}
+	base := service + "." + namespace + ".svc"
+	ss, err := newSelfSigned([]string{base, base + ".cluster.local", service + "." + namespace, service}, serviceCertValidity)
+	if err != nil {
+		return nil, err
+	}
+	ss.Port = port
+	return ss, nil
+}
+
+// newSelfSigned makes a CA and a certificate for hosts (IP addresses or
+// DNS names, the first one is the subject) valid from an hour ago (clock
+// skew) for validity.
+func newSelfSigned(hosts []string, validity time.Duration) (*SelfSigned, error) {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -60,7 +113,7 @@ func NewSelfSigned(host string, port int) (*SelfSigned, error) {
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: "drastack webhook CA"},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(selfSignedValidity),
+		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -79,16 +132,18 @@ func NewSelfSigned(host string, port int) (*SelfSigned, error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: host},
+		Subject:      pkix.Name{CommonName: hosts[0]},
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(selfSignedValidity),
+		NotAfter:     now.Add(validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	if ip := net.ParseIP(host); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	} else {
-		tmpl.DNSNames = []string{host}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
@@ -105,8 +160,6 @@ func NewSelfSigned(host string, port int) (*SelfSigned, error) {
 		return nil, fmt.Errorf("load serving key pair: %w", err)
 	}
 	return &SelfSigned{
-		Host:     host,
-		Port:     port,
 		CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		cert:     cert,
 	}, nil
@@ -141,6 +194,9 @@ type Registrar struct {
 	Client     client.Client
 	APIReader  client.Reader
 	SelfSigned *SelfSigned
+	// Namespace is the operator's namespace, which the webhook leaves
+	// out; empty means DefaultNamespace.
+	Namespace string
 }
 
 // NeedLeaderElection is false: the webhook is served by every replica.
@@ -149,7 +205,7 @@ func (g *Registrar) NeedLeaderElection() bool { return false }
 // Start registers the webhook, retrying until it succeeds or ctx ends.
 func (g *Registrar) Start(ctx context.Context) error {
 	url := g.SelfSigned.URL()
-	want := GateWebhook(admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: g.SelfSigned.CABundle})
+	want := GateWebhook(admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: g.SelfSigned.CABundle}, g.Namespace)
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := g.apply(ctx, want); err != nil {
 			log.FromContext(ctx).Error(err, "Registering the pod webhook failed; retrying")
@@ -177,9 +233,16 @@ func (g *Registrar) apply(ctx context.Context, want admissionregistrationv1.Muta
 	if err != nil {
 		return err
 	}
-	if len(cur.Webhooks) == 1 && bytes.Equal(cur.Webhooks[0].ClientConfig.CABundle, want.ClientConfig.CABundle) &&
-		cur.Webhooks[0].ClientConfig.URL != nil && *cur.Webhooks[0].ClientConfig.URL == *want.ClientConfig.URL {
-		return nil
+	// Compared after the API server's defaulting of want's unset fields
+	// (objectSelector), so that an unchanged registration is not written.
+	if len(cur.Webhooks) == 1 {
+		got := cur.Webhooks[0]
+		if got.ObjectSelector != nil && len(got.ObjectSelector.MatchLabels) == 0 && len(got.ObjectSelector.MatchExpressions) == 0 {
+			got.ObjectSelector = nil
+		}
+		if equality.Semantic.DeepEqual(got, want) {
+			return nil
+		}
 	}
 	cur.Webhooks = []admissionregistrationv1.MutatingWebhook{want}
 	return g.Client.Update(ctx, &cur)

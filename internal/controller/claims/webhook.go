@@ -12,11 +12,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
@@ -24,24 +26,40 @@ import (
 )
 
 // The pod admission webhook. The marker below makes controller-gen write
-// config/webhook/manifests.yaml, which the bundle generator turns into the
-// CSV's webhookdefinitions; GateWebhook builds the same definition for the
-// self-signed registration of local runs (a test keeps the two equal).
+// config/webhook/manifests.yaml, which `make deploy` (config/default)
+// installs and the bundle generator turns into the CSV's
+// webhookdefinitions; GateWebhook builds the same definition for the
+// self-signed registration of local runs (a test keeps the three equal).
 //
-// failurePolicy is Ignore, deliberately. The webhook sees every pod
-// creation in the cluster; with Fail, an operator that is down or
-// unreachable would stop every Deployment, Job and DaemonSet of every team
-// (its own replacement pod included, unless its namespace were excluded,
-// and kube-system with it) for the sake of a few pods with CEL-constrained
-// claims. With Ignore the cost of an outage is bounded and visible: pods
-// created while the webhook is unreachable are not gated, so kube-scheduler
-// may allocate their operator-allocated claims itself (without the CEL
-// constraints; immediate claims are still allocated by the operator first
-// in the usual case, since they exist before their pods). The claims
-// themselves are never touched by the webhook. timeoutSeconds is short for
-// the same reason: a slow operator must not slow every pod creation.
+// failurePolicy is Ignore, deliberately. The webhook sees pod creations
+// across the cluster; with Fail, an operator that is down or unreachable
+// would stop every Deployment, Job and DaemonSet of every team that uses
+// claims for the sake of a few pods with CEL-constrained claims. With
+// Ignore the cost of an outage is bounded and visible: pods created while
+// the webhook is unreachable are not gated, so kube-scheduler may allocate
+// their operator-allocated claims itself (without the CEL constraints;
+// immediate claims are still allocated by the operator first in the usual
+// case, since they exist before their pods). The claims themselves are
+// never touched by the webhook. timeoutSeconds is short for the same
+// reason: a slow operator must not slow every pod creation.
 //
-// +kubebuilder:webhook:path=/mutate-pods-claim-gate,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=claim-gate.drastack.io,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent,reinvocationPolicy=Never
+// Only pods that can need the gate reach the webhook at all:
+//   - matchConditions: the API server sends only pods with
+//     spec.resourceClaims (the handler checks the same first, for API
+//     servers or bundles that cannot carry matchConditions). In a webhook
+//     match condition `object` is the object of the request, null only for
+//     DELETE, which the rules leave out;
+//   - namespaceSelector: never kube-system, nor the operator's own
+//     namespace, so the operator's replacement pod and the control plane
+//     never wait for it. The namespace label kubernetes.io/metadata.name is
+//     set by the API server on every namespace. config/default rewrites the
+//     operator namespace here when its `namespace:` changes.
+//
+// OLM's WebhookDescription carries neither field: under OLM the namespaces
+// are the OperatorGroup's and every pod creation in them reaches the
+// webhook (internal/bundle/webhooks.go).
+//
+// +kubebuilder:webhook:path=/mutate-pods-claim-gate,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=claim-gate.drastack.io,admissionReviewVersions=v1,timeoutSeconds=5,matchPolicy=Equivalent,reinvocationPolicy=Never,patch=`{"matchConditions":[{"name":"has-resource-claims","expression":"has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0"}],"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","drastack-system"]}]}}`
 
 // Webhook wiring.
 const (
@@ -49,13 +67,29 @@ const (
 	WebhookPath = "/mutate-pods-claim-gate"
 	// WebhookName is the webhook's name in the MutatingWebhookConfiguration.
 	WebhookName = "claim-gate.drastack.io"
+	// DefaultNamespace is the operator's namespace in config/default; the
+	// marker above names it in the namespace selector.
+	DefaultNamespace = "drastack-system"
 	// webhookTimeoutSeconds bounds each call (see the comment above).
 	webhookTimeoutSeconds = 5
+	// matchConditionName names the resourceClaims match condition.
+	matchConditionName = "has-resource-claims"
+	// matchConditionExpression lets only pods with claims reach the webhook.
+	matchConditionExpression = "has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0"
 )
 
 // GateWebhook is the webhook definition, with clientConfig left to the
-// caller (a URL for local runs; OLM fills in its service).
-func GateWebhook(cc admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.MutatingWebhook {
+// caller (a URL for local runs; a Service in config/default and under
+// OLM). operatorNamespace is left out of the namespaceSelector with
+// kube-system; empty means DefaultNamespace.
+func GateWebhook(cc admissionregistrationv1.WebhookClientConfig, operatorNamespace string) admissionregistrationv1.MutatingWebhook {
+	if operatorNamespace == "" {
+		operatorNamespace = DefaultNamespace
+	}
+	excluded := []string{metav1.NamespaceSystem}
+	if operatorNamespace != metav1.NamespaceSystem {
+		excluded = append(excluded, operatorNamespace)
+	}
 	return admissionregistrationv1.MutatingWebhook{
 		Name:                    WebhookName,
 		ClientConfig:            cc,
@@ -73,6 +107,15 @@ func GateWebhook(cc admissionregistrationv1.WebhookClientConfig) admissionregist
 				Resources:   []string{"pods"},
 			},
 		}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{{
+			Name:       matchConditionName,
+			Expression: matchConditionExpression,
+		}},
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key:      corev1.LabelMetadataName,
+			Operator: metav1.LabelSelectorOpNotIn,
+			Values:   excluded,
+		}}},
 	}
 }
 
@@ -170,21 +213,43 @@ func (g *PodGate) get(ctx context.Context, key types.NamespacedName, obj client.
 	return false, err
 }
 
-// SetupWebhook serves PodGate on the manager's webhook server. With
-// selfSigned it also registers the MutatingWebhookConfiguration that
-// points the API server at it (local runs); otherwise OLM registers it
-// from the bundle.
-func SetupWebhook(mgr ctrl.Manager, selfSigned *SelfSigned) error {
+// SelfRegistration says how an operator that made its own certificate
+// (no OLM) makes the API server call its webhook.
+type SelfRegistration struct {
+	// SelfSigned is the certificate the webhook server presents.
+	SelfSigned *SelfSigned
+	// ConfigName, in the cluster (`make deploy`), is the existing
+	// MutatingWebhookConfiguration whose caBundle is set
+	// (CABundleInjector). Empty, outside the cluster (tests, `make demo`),
+	// the Registrar registers SelfSignedWebhookConfigName with a URL to
+	// SelfSigned.Host:Port.
+	ConfigName string
+	// Namespace is the operator's namespace, which a URL registration
+	// leaves out of the webhook's namespaceSelector.
+	Namespace string
+}
+
+// SetupWebhook serves PodGate on the manager's webhook server. With reg
+// it also points the API server at it: it registers the webhook (outside
+// the cluster) or sets the caBundle of config/default's configuration;
+// without, OLM registers it from the bundle.
+func SetupWebhook(mgr ctrl.Manager, reg *SelfRegistration) error {
 	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: &PodGate{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Decoder:   admission.NewDecoder(mgr.GetScheme()),
 	}})
-	if selfSigned == nil {
+	if reg == nil {
 		return nil
 	}
-	if err := mgr.Add(&Registrar{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SelfSigned: selfSigned}); err != nil {
-		return fmt.Errorf("add the webhook registrar: %w", err)
+	var runnable manager.Runnable
+	if reg.ConfigName != "" {
+		runnable = &CABundleInjector{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ConfigName: reg.ConfigName, CABundle: reg.SelfSigned.CABundle}
+	} else {
+		runnable = &Registrar{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SelfSigned: reg.SelfSigned, Namespace: reg.Namespace}
+	}
+	if err := mgr.Add(runnable); err != nil {
+		return fmt.Errorf("add the webhook registration: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,171 @@
+package claims
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"strconv"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Injector timing.
+const (
+	// injectRetry is how soon a failed injection is retried.
+	injectRetry = time.Second
+	// defaultInjectInterval is how often the caBundle is checked again
+	// once set: a `kubectl apply` or `kubectl replace` of config/default
+	// may reset it, and the webhook would silently stop gating pods.
+	defaultInjectInterval = 5 * time.Minute
+	// maxOtherCAs is how many CAs of other replicas (or of the replica this
+	// one replaces in a rollout) stay trusted next to this one's: each
+	// replica makes its own CA at start and the Service sends calls to any
+	// of them.
+	maxOtherCAs = 3
+)
+
+// CABundleInjector makes the API server trust the operator's self-signed
+// certificate through the MutatingWebhookConfiguration that config/default
+// installs (`make deploy`, no OLM and no certificate mounted): it patches
+// the caBundle of the claim-gate webhook in that one configuration, and
+// nothing else of it. It runs on every replica (each serves the webhook
+// with its own CA), keeps the CAs of up to maxOtherCAs other replicas, and
+// checks again every Interval.
+type CABundleInjector struct {
+	// Client patches the configuration; APIReader reads it (the operator
+	// does not cache webhook configurations, and its RBAC allows get and
+	// patch of this one object only).
+	Client    client.Client
+	APIReader client.Reader
+	// ConfigName is the MutatingWebhookConfiguration to patch.
+	ConfigName string
+	// CABundle is this replica's PEM CA certificate.
+	CABundle []byte
+	// Interval between checks once injected; default 5 minutes.
+	Interval time.Duration
+}
+
+// NeedLeaderElection is false: every replica serves the webhook.
+func (i *CABundleInjector) NeedLeaderElection() bool { return false }
+
+// Start injects the CA, retrying every second until it succeeds, then
+// checks again every Interval until ctx ends.
+func (i *CABundleInjector) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithValues("configuration", i.ConfigName)
+	interval := i.Interval
+	if interval <= 0 {
+		interval = defaultInjectInterval
+	}
+	failing := false
+	for {
+		changed, err := i.Inject(ctx)
+		wait := interval
+		switch {
+		case err != nil:
+			if !failing {
+				logger.Error(err, "Setting the pod webhook's caBundle failed; retrying")
+			}
+			failing, wait = true, injectRetry
+		case changed || failing:
+			failing = false
+			logger.Info("Set the pod webhook's caBundle")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Inject adds this replica's CA to the webhook's caBundle unless it holds
+// it already, and reports whether it wrote. The patch names the webhook
+// by index and tests its name and the resourceVersion, so it never writes
+// another webhook or a configuration it did not read.
+func (i *CABundleInjector) Inject(ctx context.Context) (bool, error) {
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := i.APIReader.Get(ctx, client.ObjectKey{Name: i.ConfigName}, &cfg); err != nil {
+		return false, fmt.Errorf("read MutatingWebhookConfiguration %s: %w", i.ConfigName, err)
+	}
+	index := -1
+	for n, w := range cfg.Webhooks {
+		if w.Name == WebhookName {
+			index = n
+		}
+	}
+	if index < 0 {
+		return false, fmt.Errorf("MutatingWebhookConfiguration %s has no webhook %s", i.ConfigName, WebhookName)
+	}
+	current := cfg.Webhooks[index].ClientConfig.CABundle
+	if holdsCA(current, i.CABundle) {
+		// Also when other replicas' CAs come first: reordering would make
+		// the replicas take turns writing.
+		return false, nil
+	}
+	want := mergeCABundle(current, i.CABundle, time.Now())
+	path := "/webhooks/" + strconv.Itoa(index)
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": cfg.ResourceVersion},
+		{"op": "test", "path": path + "/name", "value": WebhookName},
+		{"op": "add", "path": path + "/clientConfig/caBundle", "value": want},
+	})
+	if err != nil {
+		return false, fmt.Errorf("encode caBundle patch: %w", err)
+	}
+	if err := i.Client.Patch(ctx, &cfg, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return false, fmt.Errorf("patch the caBundle of MutatingWebhookConfiguration %s: %w", i.ConfigName, err)
+	}
+	return true, nil
+}
+
+// holdsCA reports whether the PEM bundle holds the first certificate of ca.
+func holdsCA(bundle, ca []byte) bool {
+	want, _ := pem.Decode(ca)
+	if want == nil {
+		return false
+	}
+	for rest := bundle; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return false
+		}
+		if bytes.Equal(block.Bytes, want.Bytes) {
+			return true
+		}
+	}
+}
+
+// mergeCABundle returns ours followed by the first maxOtherCAs certificates
+// of current that are not ours, parse, and have not expired at now. ours
+// comes first, so the CAs of the replicas that started last are kept.
+func mergeCABundle(current, ours []byte, now time.Time) []byte {
+	var out bytes.Buffer
+	out.Write(ours)
+	oursBlock, _ := pem.Decode(ours)
+	kept := 0
+	for rest := current; kept < maxOtherCAs; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" || (oursBlock != nil && bytes.Equal(block.Bytes, oursBlock.Bytes)) {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil || now.After(cert.NotAfter) {
+			continue
+		}
+		_ = pem.Encode(&out, block)
+		kept++
+	}
+	return out.Bytes()
+}

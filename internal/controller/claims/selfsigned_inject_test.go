@@ -1,0 +1,229 @@
+package claims
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// webhookConfig is config/default's configuration as `make deploy` creates
+// it: no caBundle yet, and another webhook before ours so that the patch
+// must find ours by name.
+func webhookConfig(caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
+	svc := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Namespace: DefaultNamespace, Name: DefaultWebhookServiceName, Path: ptr.To(path)}}
+	}
+	other := GateWebhook(svc("/other"), "")
+	other.Name = "other.example.io"
+	other.ClientConfig.CABundle = []byte("other webhook's own bundle")
+	ours := GateWebhook(svc(WebhookPath), "")
+	ours.ClientConfig.CABundle = caBundle
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: DefaultWebhookConfigName},
+		Webhooks:   []admissionregistrationv1.MutatingWebhook{other, ours},
+	}
+}
+
+// caPEM makes a self-signed CA certificate expiring at notAfter.
+func caPEM(t *testing.T, notAfter time.Time) []byte {
+	t.Helper()
+	ss, err := newSelfSigned([]string{"ca.test"}, time.Until(notAfter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss.CABundle
+}
+
+func pemCount(b []byte) int {
+	n := 0
+	for rest := b; ; n++ {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return n
+		}
+	}
+}
+
+func TestCABundleInjector(t *testing.T) {
+	ours := caPEM(t, time.Now().Add(time.Hour))
+	other := caPEM(t, time.Now().Add(time.Hour))
+	expired := caPEM(t, time.Now().Add(-time.Minute))
+	var many []byte
+	for range maxOtherCAs + 2 {
+		many = append(many, caPEM(t, time.Now().Add(time.Hour))...)
+	}
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}, DefaultWebhookConfigName, errors.New("changed"))
+
+	for _, tc := range []struct {
+		name       string
+		existing   []client.Object
+		patchErr   error
+		wantWrite  bool
+		wantErr    string
+		wantBundle func(t *testing.T, got []byte)
+	}{
+		{
+			name:      "make deploy: no caBundle yet, ours is set",
+			existing:  []client.Object{webhookConfig(nil)},
+			wantWrite: true,
+			wantBundle: func(t *testing.T, got []byte) {
+				if !bytes.Equal(got, ours) {
+					t.Errorf("caBundle = %q, want ours only", got)
+				}
+			},
+		},
+		{
+			name:     "ours is there already, after another replica's: nothing is written",
+			existing: []client.Object{webhookConfig(append(append([]byte{}, other...), ours...))},
+		},
+		{
+			name:      "another replica's CA stays trusted next to ours, an expired one goes",
+			existing:  []client.Object{webhookConfig(append(append([]byte{}, other...), expired...))},
+			wantWrite: true,
+			wantBundle: func(t *testing.T, got []byte) {
+				if want := append(append([]byte{}, ours...), other...); !bytes.Equal(got, want) {
+					t.Errorf("caBundle = %q, want ours then the other replica's", got)
+				}
+			},
+		},
+		{
+			name:      "at most maxOtherCAs other CAs are kept",
+			existing:  []client.Object{webhookConfig(many)},
+			wantWrite: true,
+			wantBundle: func(t *testing.T, got []byte) {
+				if n := pemCount(got); n != 1+maxOtherCAs {
+					t.Errorf("caBundle holds %d certificates, want %d", n, 1+maxOtherCAs)
+				}
+				if !bytes.HasPrefix(got, ours) {
+					t.Errorf("ours must come first")
+				}
+			},
+		},
+		{
+			name:    "the configuration is missing (config/default not applied): an error to retry",
+			wantErr: "not found",
+		},
+		{
+			name: "the configuration lacks our webhook: an error, nothing written",
+			existing: []client.Object{func() client.Object {
+				c := webhookConfig(nil)
+				c.Webhooks = c.Webhooks[:1]
+				return c
+			}()},
+			wantErr: "has no webhook " + WebhookName,
+		},
+		{
+			name:      "a conflicting write: an error to retry",
+			existing:  []client.Object{webhookConfig(nil)},
+			patchErr:  conflict,
+			wantWrite: true,
+			wantErr:   "changed",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writes := 0
+			c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(tc.existing...).
+				WithInterceptorFuncs(interceptor.Funcs{
+					Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+						writes++
+						if tc.patchErr != nil {
+							return tc.patchErr
+						}
+						return c.Patch(ctx, obj, patch, opts...)
+					},
+					Update: func(context.Context, client.WithWatch, client.Object, ...client.UpdateOption) error {
+						t.Error("the injector must only patch")
+						return nil
+					},
+				}).Build()
+			inj := &CABundleInjector{Client: c, APIReader: c, ConfigName: DefaultWebhookConfigName, CABundle: ours}
+			wrote, err := inj.Inject(context.Background())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if (writes > 0) != tc.wantWrite || (err == nil && wrote != tc.wantWrite) {
+				t.Errorf("writes = %d, reported %v, want a write: %v", writes, wrote, tc.wantWrite)
+			}
+			if tc.wantBundle == nil {
+				return
+			}
+			var got admissionregistrationv1.MutatingWebhookConfiguration
+			if err := c.Get(context.Background(), client.ObjectKey{Name: DefaultWebhookConfigName}, &got); err != nil {
+				t.Fatal(err)
+			}
+			tc.wantBundle(t, got.Webhooks[1].ClientConfig.CABundle)
+			if string(got.Webhooks[0].ClientConfig.CABundle) != "other webhook's own bundle" {
+				t.Errorf("the other webhook's caBundle was changed to %q", got.Webhooks[0].ClientConfig.CABundle)
+			}
+			if want := webhookConfig(nil).Webhooks[1].MatchConditions; len(got.Webhooks[1].MatchConditions) != len(want) {
+				t.Errorf("the patch touched more than the caBundle: %+v", got.Webhooks[1])
+			}
+		})
+	}
+}
+
+// TestServiceSelfSignedHandshake: the API server calls the webhook at
+// https://<service>.<namespace>.svc:443 and trusts only the caBundle.
+func TestServiceSelfSignedHandshake(t *testing.T) {
+	ss, err := NewServiceSelfSigned(DefaultWebhookServiceName, DefaultNamespace, 9443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{}
+	ss.TLSOption(cfg)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.(*tls.Conn).Handshake()
+			_ = conn.Close()
+		}
+	}()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ss.CABundle) {
+		t.Fatal("CABundle holds no certificate")
+	}
+	for _, name := range []string{DefaultWebhookServiceName + "." + DefaultNamespace + ".svc", DefaultWebhookServiceName + "." + DefaultNamespace + ".svc.cluster.local"} {
+		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: name})
+		if err != nil {
+			t.Errorf("handshake as %s: %v", name, err)
+			continue
+		}
+		_ = conn.Close()
+	}
+	if conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "other.default.svc"}); err == nil {
+		_ = conn.Close()
+		t.Error("the certificate must not be valid for another Service")
+	}
+	if _, err := NewServiceSelfSigned("", DefaultNamespace, 9443); err == nil {
+		t.Error("a certificate without a Service name must be refused")
+	}
+}
