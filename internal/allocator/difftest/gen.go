@@ -110,6 +110,11 @@ func (g *gen) cluster() {
 	if g.chance(0.08) {
 		g.manyPool(in.Nodes[g.r.IntN(len(in.Nodes))].Name)
 	}
+	for _, n := range in.Nodes {
+		if g.chance(0.35) {
+			g.sharedPool(n.Name)
+		}
+	}
 	if g.chance(0.5) {
 		g.multiHostPool()
 	}
@@ -393,4 +398,108 @@ func (g *gen) manyPool(node string) {
 	s := g.slice(node+"-many", gpuDriver, pool, 1, 1, devs)
 	s.Spec.NodeName = ptr.To(node)
 	g.track(gpuDriver, pool, s)
+}
+
+// sharedPool is a node's shared devices (KEP-5075): GPUs with
+// allowMultipleAllocations and a memory capacity, NICs with a bandwidth
+// capacity, each capacity with a random request policy (none, a range with
+// or without default, max and step, or a list of valid values), and
+// sometimes a partitioned shared GPU whose counters are charged once.
+func (g *gen) sharedPool(node string) {
+	pool := node + "-shared"
+	var devs []resourceapi.Device
+	for i := 0; i < 1+g.r.IntN(3); i++ {
+		d := g.gpuDevice(fmt.Sprintf("shared-gpu-%d", i), 10+i)
+		d.AllowMultipleAllocations = ptr.To(g.chance(0.85))
+		d.Capacity["memory"] = resourceapi.DeviceCapacity{
+			Value:         *resource.NewQuantity(int64(4+g.r.IntN(13))<<30, resource.BinarySI),
+			RequestPolicy: g.memoryPolicy(),
+		}
+		if g.chance(0.3) {
+			d.Capacity["cores"] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(2+g.r.IntN(8)), resource.DecimalSI), RequestPolicy: g.corePolicy()}
+		}
+		devs = append(devs, d)
+	}
+	if g.chance(0.5) {
+		d := resourceapi.Device{
+			Name:                     "shared-nic",
+			AllowMultipleAllocations: ptr.To(true),
+			Attributes:               map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"kind": {StringValue: ptr.To("nic")}},
+			Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"bandwidth": {
+				Value: resource.MustParse("100G"),
+				RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: ptr.To(resource.MustParse("10G")), ValidValues: []resource.Quantity{
+					resource.MustParse("10G"), resource.MustParse("25G"), resource.MustParse("50G")}},
+			}},
+		}
+		devs = append(devs, d)
+	}
+	var s *resourceapi.ResourceSlice
+	if g.chance(0.3) {
+		// A partitioned GPU whose partitions are shared.
+		cs := g.slice(node+"-shared-counters", gpuDriver, pool, 1, 2, nil)
+		cs.Spec.NodeName = ptr.To(node)
+		cs.Spec.SharedCounters = []resourceapi.CounterSet{{Name: "gpu", Counters: counters("mem", 4)}}
+		for i := range devs {
+			devs[i].ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: "gpu", Counters: counters("mem", 1+g.r.IntN(3))}}
+		}
+		s = g.slice(node+"-shared", gpuDriver, pool, 1, 2, devs)
+	} else {
+		s = g.slice(node+"-shared", gpuDriver, pool, 1, 1, devs)
+	}
+	s.Spec.NodeName = ptr.To(node)
+	g.track(gpuDriver, pool, s)
+}
+
+func gi(n int64) *resource.Quantity { return resource.NewQuantity(n<<30, resource.BinarySI) }
+
+// memoryPolicy is a random request policy for a memory capacity.
+func (g *gen) memoryPolicy() *resourceapi.CapacityRequestPolicy {
+	switch g.r.IntN(6) {
+	case 0, 1:
+		return nil
+	case 2:
+		return &resourceapi.CapacityRequestPolicy{Default: gi(1), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: gi(1), Step: gi(1)}}
+	case 3:
+		return &resourceapi.CapacityRequestPolicy{Default: gi(2), ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: gi(2), Max: gi(6), Step: gi(2)}}
+	case 4:
+		return &resourceapi.CapacityRequestPolicy{ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: resource.NewQuantity(512<<20, resource.BinarySI)}}
+	}
+	return &resourceapi.CapacityRequestPolicy{Default: gi(1), ValidValues: []resource.Quantity{*gi(1), *gi(2), *gi(4)}}
+}
+
+// corePolicy is a random request policy for a count of cores, sometimes
+// with fractional requests rounded up to whole steps.
+func (g *gen) corePolicy() *resourceapi.CapacityRequestPolicy {
+	switch g.r.IntN(3) {
+	case 0:
+		return nil
+	case 1:
+		return &resourceapi.CapacityRequestPolicy{Default: resource.NewQuantity(1, resource.DecimalSI), ValidRange: &resourceapi.CapacityRequestPolicyRange{
+			Min: resource.NewQuantity(1, resource.DecimalSI), Step: resource.NewQuantity(1, resource.DecimalSI)}}
+	}
+	return &resourceapi.CapacityRequestPolicy{Default: resource.NewQuantity(2, resource.DecimalSI), ValidRange: &resourceapi.CapacityRequestPolicyRange{
+		Min: resource.NewQuantity(2, resource.DecimalSI), Max: resource.NewQuantity(6, resource.DecimalSI), Step: resource.NewQuantity(2, resource.DecimalSI)}}
+}
+
+// capacityRequests are random capacity requests (nil for none): memory,
+// cores, bandwidth, or a capacity no device has.
+func (g *gen) capacityRequests() *resourceapi.CapacityRequirements {
+	if !g.chance(0.25) {
+		return nil
+	}
+	req := map[resourceapi.QualifiedName]resource.Quantity{}
+	for len(req) == 0 || g.chance(0.2) {
+		switch g.r.IntN(8) {
+		case 0, 1, 2:
+			req["memory"] = []resource.Quantity{resource.MustParse("512Mi"), resource.MustParse("1Gi"), resource.MustParse("1500Mi"),
+				resource.MustParse("2Gi"), resource.MustParse("3Gi"), resource.MustParse("5Gi"), resource.MustParse("100Gi")}[g.r.IntN(7)]
+		case 3, 4:
+			req["cores"] = []resource.Quantity{resource.MustParse("500m"), resource.MustParse("1"), resource.MustParse("1500m"), resource.MustParse("3")}[g.r.IntN(4)]
+		case 5, 6:
+			req["bandwidth"] = []resource.Quantity{resource.MustParse("5G"), resource.MustParse("25G"), resource.MustParse("40G"), resource.MustParse("60G")}[g.r.IntN(4)]
+		default:
+			req["missing"] = resource.MustParse("1")
+		}
+	}
+	return &resourceapi.CapacityRequirements{Requests: req}
 }

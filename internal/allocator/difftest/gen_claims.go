@@ -3,9 +3,11 @@ package difftest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/drastack/drastack/internal/allocator"
@@ -26,7 +28,11 @@ func (g *gen) preallocate() {
 		}
 	}
 	used := map[string]bool{}
+	shared := map[string]int{} // device key -> shares so far
 	n := g.r.IntN(5)
+	if len(g.devices) > 0 && g.chance(0.5) {
+		n += 3 // room for shares
+	}
 	var last *genDevice
 	for i := 0; i < n && len(g.devices) > 0; i++ {
 		d := g.devices[g.r.IntN(len(g.devices))]
@@ -43,6 +49,10 @@ func (g *gen) preallocate() {
 		}
 		last = &d
 		key := d.driver + "/" + d.pool + "/" + d.dev.Name
+		if ptr.Deref(d.dev.AllowMultipleAllocations, false) && !used[key] && g.chance(0.8) {
+			g.preallocateShare(i, d, shared)
+			continue
+		}
 		if used[key] || (!fits(capacity, d) && !g.chance(0.6)) {
 			continue
 		}
@@ -68,6 +78,42 @@ func (g *gen) preallocate() {
 		}}}}
 		g.c.Inputs.Allocated = append(g.c.Inputs.Allocated, claim)
 	}
+}
+
+// preallocateShare gives claim pre-i a share of shared device d (KEP-5075)
+// that consumes a random part of each capacity: sometimes nothing is
+// recorded, sometimes the shares add up to more than the capacity (a
+// driver shrank it), which leaves less or nothing for new shares.
+func (g *gen) preallocateShare(i int, d genDevice, shared map[string]int) {
+	key := d.driver + "/" + d.pool + "/" + d.dev.Name
+	shared[key]++
+	claim := &resourceapi.ResourceClaim{ObjectMeta: g.meta(fmt.Sprintf("pre-%d", i))}
+	claim.Namespace = "default"
+	claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "r", Exactly: &resourceapi.ExactDeviceRequest{
+		DeviceClassName: "any", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+	}}}
+	r := resourceapi.DeviceRequestAllocationResult{Request: "r", Driver: d.driver, Pool: d.pool, Device: d.dev.Name,
+		ShareID: ptr.To(types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", g.uid)))}
+	g.uid++
+	if !g.chance(0.1) {
+		r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{}
+		names := make([]string, 0, len(d.dev.Capacity))
+		for name := range d.dev.Capacity {
+			names = append(names, string(name))
+		}
+		slices.Sort(names) // random draws in a fixed order: generation is deterministic
+		for _, n := range names {
+			name, c := resourceapi.QualifiedName(n), d.dev.Capacity[resourceapi.QualifiedName(n)]
+			part := c.Value.DeepCopy()
+			if k := g.r.IntN(5); k > 0 {
+				// A quarter, a half, ... of the capacity, in milli-units.
+				part = *resource.NewMilliQuantity(c.Value.MilliValue()/4*int64(k), c.Value.Format)
+			}
+			r.ConsumedCapacity[name] = part
+		}
+	}
+	claim.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{r}}}
+	g.c.Inputs.Allocated = append(g.c.Inputs.Allocated, claim)
 }
 
 func adminPtr(admin bool) *bool {
@@ -163,6 +209,7 @@ func (g *gen) claim(name string) *resourceapi.ResourceClaim {
 				sub := resourceapi.DeviceSubRequest{
 					Name: fmt.Sprintf("s%d", s), DeviceClassName: classes[g.r.IntN(len(classes))],
 					Selectors: g.selectors(), AllocationMode: g.mode(), Tolerations: g.tolerations(),
+					Capacity: g.capacityRequests(),
 				}
 				if sub.AllocationMode == resourceapi.DeviceAllocationModeExactCount {
 					sub.Count = g.count()
@@ -175,7 +222,7 @@ func (g *gen) claim(name string) *resourceapi.ResourceClaim {
 		}
 		e := &resourceapi.ExactDeviceRequest{
 			DeviceClassName: classes[g.r.IntN(len(classes))], Selectors: g.selectors(),
-			AllocationMode: g.mode(), Tolerations: g.tolerations(),
+			AllocationMode: g.mode(), Tolerations: g.tolerations(), Capacity: g.capacityRequests(),
 		}
 		if e.AllocationMode == resourceapi.DeviceAllocationModeExactCount {
 			e.Count = g.count()

@@ -65,10 +65,31 @@ func TestGeneratorCovers(t *testing.T) {
 				if len(d.Attributes[pcieRoot].StringValues) > 1 {
 					seen["list attributes"]++
 				}
+				if ptr.Deref(d.AllowMultipleAllocations, false) {
+					seen["shared devices"]++
+					if len(d.ConsumesCounters) > 0 {
+						seen["shared devices with counters"]++
+					}
+				}
+				for _, c := range d.Capacity {
+					if c.RequestPolicy != nil && c.RequestPolicy.ValidRange != nil && c.RequestPolicy.ValidRange.Step != nil {
+						seen["capacity range with step"]++
+					}
+					if c.RequestPolicy != nil && len(c.RequestPolicy.ValidValues) > 0 {
+						seen["capacity valid values"]++
+					}
+				}
 			}
 		}
 		if len(c.Inputs.Allocated) > 0 {
 			seen["allocated claims"]++
+		}
+		for _, a := range c.Inputs.Allocated {
+			for _, r := range a.Status.Allocation.Devices.Results {
+				if r.ShareID != nil {
+					seen["allocated shares"]++
+				}
+			}
 		}
 		if overConsumed(c) {
 			seen["over-consumed counters"]++
@@ -89,6 +110,14 @@ func TestGeneratorCovers(t *testing.T) {
 				for _, sub := range r.FirstAvailable {
 					if sub.Count > 32 {
 						seen["firstAvailable count above 32"]++
+					}
+				}
+				if r.Exactly != nil && r.Exactly.Capacity != nil {
+					seen["capacity requests"]++
+				}
+				for _, sub := range r.FirstAvailable {
+					if sub.Capacity != nil {
+						seen["capacity requests in subrequests"]++
 					}
 				}
 				if r.Exactly != nil && r.Exactly.Count >= 16 {
@@ -123,6 +152,8 @@ func TestGeneratorCovers(t *testing.T) {
 		"firstAvailable count above 32", "count near the per-claim limit",
 		"list attributes", "allocated claims", "central allocation", "allocation for a node",
 		"firstAvailable", "All", "All with constraints", "over-consumed counters", "adminAccess", "tolerations", "matchAttribute", "distinctAttribute", "CEL constraints",
+		"shared devices", "shared devices with counters", "capacity range with step", "capacity valid values",
+		"allocated shares", "capacity requests", "capacity requests in subrequests",
 	} {
 		if seen[feature] < 5 {
 			t.Errorf("%s: only %d times in %d cases", feature, seen[feature], defaultCases)

@@ -121,7 +121,7 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 					lerr = p.candidateError(i, b, err)
 					return 0
 				}
-				return len(nc.all)
+				return s.servable(&p.slots[i].subs[b], nc.all)
 			})
 			if lerr != nil {
 				return nil, lerr

@@ -325,3 +325,15 @@ func shareID(claim, request string, id deviceID, n int) *types.UID {
 	uid := types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16]))
 	return &uid
 }
+
+// servable counts the devices of c whose capacities could serve sb when
+// unused: a request for all devices gets only those, as in kube-scheduler.
+func (s *Session) servable(sb *sub, c []int32) int {
+	n := 0
+	for _, d := range c {
+		if f := s.fit(sb, d); f.ok {
+			n++
+		}
+	}
+	return n
+}

@@ -138,12 +138,18 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 		default:
 			return invalid(fmt.Sprintf("spec.devices.requests[%d]", ri), errors.New("exactly one of exactly and firstAvailable must be set"))
 		}
-		least := 1
-		for i, sb := range sl.subs {
+		// The fewest devices any alternative takes. A request for all
+		// devices counts as none here: how many it takes is known only on
+		// a node, where kube-scheduler first gives up on a pool being
+		// updated and only then counts (overLimit).
+		least := math.MaxInt32
+		for _, sb := range sl.subs {
 			p.hasAll = p.hasAll || sb.all
-			if !sb.all && (i == 0 || sb.count < least) {
-				least = sb.count
+			n := sb.count
+			if sb.all {
+				n = 0
 			}
+			least = min(least, n)
 		}
 		minDevices += least
 		p.slots = append(p.slots, sl)

@@ -87,6 +87,11 @@ func (k *check) allMatching(req *request, n *corev1.Node) ([]string, string) {
 			if ok, _ := selectorsMatch(req.selectors, p.Driver, d); !ok {
 				continue
 			}
+			if !couldServe(req, d.Device) {
+				// kube-scheduler leaves out devices whose capacities could
+				// not serve the request even unused (KEP-5075).
+				continue
+			}
 			want = append(want, deviceID{p.Driver, p.Pool, d.Device.Name}.String())
 		}
 	}

@@ -13,10 +13,17 @@ import (
 // busy once allocated.
 func (k *check) checkCounters() {
 	mine := map[pool.ID]counterUse{}
+	charged := map[deviceID]bool{}
 	for _, res := range k.results {
 		if res.dev == nil || len(res.dev.Device.ConsumesCounters) == 0 || ptr.Deref(res.AdminAccess, false) {
 			continue
 		}
+		// A shared device consumes its counters once, when its first
+		// share is allocated.
+		if res.ShareID != nil && (charged[res.id] || len(k.shares[res.id]) > 0) {
+			continue
+		}
+		charged[res.id] = true
 		u := mine[res.pool.ID]
 		if u == nil {
 			u = counterUse{}

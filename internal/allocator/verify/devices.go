@@ -12,7 +12,7 @@ func (k *check) checkDevices() {
 	seen := map[deviceID]bool{}
 	for _, res := range k.results {
 		id := res.id.String()
-		if seen[res.id] {
+		if seen[res.id] && !(res.ShareID != nil && res.dev != nil && isShared(res.dev.Device)) {
 			k.fail(RuleDoubleAllocation, id, "device is given twice in the claim")
 		}
 		seen[res.id] = true

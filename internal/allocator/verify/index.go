@@ -48,6 +48,7 @@ func New(in allocator.Inputs) *Checker {
 		classes:  map[string]*resourceapi.DeviceClass{},
 		nodes:    map[string]*corev1.Node{},
 		inUse:    map[deviceID]string{},
+		shares:   map[deviceID][]*resourceapi.DeviceRequestAllocationResult{},
 		consumed: map[pool.ID]counterUse{},
 	}
 	for _, p := range pool.Group(in.Slices) {
@@ -80,8 +81,15 @@ func New(in allocator.Inputs) *Checker {
 				continue
 			}
 			id := resultID(r)
-			c.inUse[id] = allocator.ClaimKey(claim)
-			if d, ok := c.devices[id]; ok {
+			_, charged := c.inUse[id]
+			charged = charged || len(c.shares[id]) > 0
+			if r.ShareID != nil {
+				c.shares[id] = append(c.shares[id], r)
+			} else {
+				c.inUse[id] = allocator.ClaimKey(claim)
+			}
+			// A device's counters count once, however many claims hold it.
+			if d, ok := c.devices[id]; ok && !charged {
 				c.consumedBy(pool.ID{Driver: r.Driver, Pool: r.Pool}).add(d.Device.ConsumesCounters)
 			}
 		}

@@ -21,6 +21,8 @@ type request struct {
 	count       int64
 	adminAccess bool
 	tolerations []resourceapi.DeviceToleration
+	// capacity are the capacity requests (KEP-5075), nil for none.
+	capacity *resourceapi.CapacityRequirements
 }
 
 // wantCount is the number of devices an ExactCount request asks for, with
@@ -53,7 +55,7 @@ func (k *check) requests() map[string]*request {
 			out[r.Name] = &request{
 				name: r.Name, parent: r.Name, class: e.DeviceClassName, selectors: e.Selectors,
 				mode: e.AllocationMode, count: e.Count, adminAccess: ptr.Deref(e.AdminAccess, false),
-				tolerations: e.Tolerations,
+				tolerations: e.Tolerations, capacity: e.Capacity,
 			}
 			continue
 		}
@@ -61,7 +63,7 @@ func (k *check) requests() map[string]*request {
 			name := r.Name + "/" + s.Name
 			out[name] = &request{
 				name: name, parent: r.Name, class: s.DeviceClassName, selectors: s.Selectors,
-				mode: s.AllocationMode, count: s.Count, tolerations: s.Tolerations,
+				mode: s.AllocationMode, count: s.Count, tolerations: s.Tolerations, capacity: s.Capacity,
 			}
 		}
 	}

@@ -10,8 +10,9 @@
 // only one that disagrees with another engine) is caught.
 //
 // What it does not check: that a firstAvailable request got its *first*
-// satisfiable subrequest (that needs a search), consumable capacity (shared
-// devices with a share ID), binding conditions, and per-slice size limits.
+// satisfiable subrequest (that needs a search), binding conditions, and
+// per-slice size limits. Consumable capacity is checked with the semantics
+// of kube-scheduler 1.36/1.37 without fractional capacity ranges.
 package verify
 
 import (
@@ -69,6 +70,15 @@ const (
 	// RuleNodeSelector: the allocation's node selector is not the one its
 	// devices call for.
 	RuleNodeSelector Rule = "NodeSelector"
+	// RuleShare: a share of a shared device (allowMultipleAllocations) has
+	// no share ID, reuses one, or states another consumption than its
+	// request and the device's request policy give; or a device that is
+	// not shared carries a share ID or consumed capacity.
+	RuleShare Rule = "Share"
+	// RuleCapacity: a request names a capacity the device lacks, consumes
+	// what the capacity's request policy does not allow, or the shares of
+	// a device consume more than its capacity.
+	RuleCapacity Rule = "Capacity"
 )
 
 // Violation is one broken rule.
@@ -98,8 +108,11 @@ type Checker struct {
 	devices map[deviceID]*pool.Device
 	classes map[string]*resourceapi.DeviceClass
 	nodes   map[string]*corev1.Node
-	// inUse maps devices allocated without admin access to a claim holding them.
+	// inUse maps devices allocated without admin access (and without a
+	// share ID) to a claim holding them.
 	inUse map[deviceID]string
+	// shares are the results with a share ID (KEP-5075) per device.
+	shares map[deviceID][]*resourceapi.DeviceRequestAllocationResult
 	// consumed is what Inputs.Allocated consume, per pool, counter set and counter.
 	consumed map[pool.ID]counterUse
 }
@@ -127,6 +140,7 @@ func (c *Checker) Check(claim *resourceapi.ResourceClaim, alloc *resourceapi.All
 	k.checkConstraints()
 	k.checkCELConstraints()
 	k.checkCounters()
+	k.checkCapacity()
 	k.checkNodeSelector()
 	return k.errs
 }
