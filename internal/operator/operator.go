@@ -73,7 +73,9 @@ type Options struct {
 	// are then never gated).
 	WebhookPort int
 	// WebhookHost is the address the webhook listens on; default all
-	// addresses, or 127.0.0.1 with WebhookSelfSigned.
+	// addresses, or 127.0.0.1 with WebhookSelfSigned. Set, it is also
+	// named in the certificate the operator makes without a mounted one,
+	// so an API server can call the webhook by a URL to it.
 	WebhookHost string
 	// WebhookCertDir holds tls.crt and tls.key (OLM mounts them); default
 	// controller-runtime's. Without them there (make deploy), the operator
@@ -234,7 +236,7 @@ func claimWebhookServer(o Options) (webhook.Server, *claimsctrl.SelfRegistration
 		return webhook.NewServer(opts), nil, nil
 	}
 	service := cmp.Or(o.WebhookService, claimsctrl.DefaultWebhookServiceName)
-	ss, err := claimsctrl.NewServiceSelfSigned(service, namespace, opts.Port)
+	ss, err := claimsctrl.NewServiceSelfSigned(service, namespace, opts.Port, o.WebhookHost)
 	if err != nil {
 		return nil, nil, fmt.Errorf("webhook certificate for Service %s/%s: %w", namespace, service, err)
 	}

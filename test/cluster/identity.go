@@ -10,6 +10,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -144,4 +145,56 @@ func writeTokenKubeconfig(path string, cfg *rest.Config) error {
 		return fmt.Errorf("write operator kubeconfig %s: %w", path, err)
 	}
 	return nil
+}
+
+// DeployWebhookByURL installs the MutatingWebhookConfigurations that
+// deployDir (config/default) renders, as the installing administrator
+// would, except that each webhook calls url+path instead of the in-cluster
+// Service: the operator under test runs as a process of the test machine,
+// not behind a Service. The operator itself sets the caBundle, exactly as
+// it does when `make deploy` installed it. It returns the names of the
+// configurations.
+func (c *Cluster) DeployWebhookByURL(ctx context.Context, deployDir, url string) ([]string, error) {
+	objs, err := bundle.Build(deployDir)
+	if err != nil {
+		return nil, err
+	}
+	var docs, names []string
+	for _, o := range objs {
+		if o.GetKind() != "MutatingWebhookConfiguration" {
+			continue
+		}
+		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+		for i, h := range hooks {
+			hook, ok := h.(map[string]any)
+			if !ok {
+				continue
+			}
+			path, _, _ := unstructured.NestedString(hook, "clientConfig", "service", "path")
+			if err := unstructured.SetNestedField(hook, map[string]any{"url": url + path}, "clientConfig"); err != nil {
+				return nil, fmt.Errorf("webhook %d of %s: %w", i, o.GetName(), err)
+			}
+			hooks[i] = hook
+		}
+		if err := unstructured.SetNestedSlice(o.Object, hooks, "webhooks"); err != nil {
+			return nil, fmt.Errorf("webhooks of %s: %w", o.GetName(), err)
+		}
+		data, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("serialize %s: %w", o.GetName(), err)
+		}
+		docs = append(docs, string(data))
+		names = append(names, o.GetName())
+	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("%s renders no MutatingWebhookConfiguration", deployDir)
+	}
+	manifest := filepath.Join(c.Dir, "operator-webhook.yaml")
+	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
+		return nil, fmt.Errorf("write %s: %w", manifest, err)
+	}
+	if _, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "--field-manager=drastack-install", "-f", manifest); err != nil {
+		return nil, err
+	}
+	return names, nil
 }

@@ -24,6 +24,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/central"
 	claimspkg "github.com/drastack/drastack/internal/claims"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
@@ -35,8 +36,11 @@ import (
 // milliseconds, scheduling a pod about a second; the rest is a busy machine.
 const clTimeout = 2 * time.Minute
 
-// clOperator is one in-process run of the operator with the pod webhook
-// registered by URL and a self-signed certificate, as `make demo` runs it.
+// clOperator is one in-process run of the operator with its pod webhook,
+// installed as `make deploy` installs it except that the API server calls
+// the webhook by URL on 127.0.0.1 (the operator is a process of the test
+// machine, not behind a Service); the operator makes its certificate and
+// sets the configuration's caBundle itself, under its own RBAC.
 type clOperator struct {
 	stop func()
 	port int
@@ -50,28 +54,18 @@ func clStartOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, ns s
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := operator.New(c.Config, operator.Options{
+	if _, err := c.DeployWebhookByURL(ctx, operatorDeployDir, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
+		t.Fatal(err)
+	}
+	stop := startOperator(ctx, t, c, operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: ns,
-		SkipNameValidation: true,
-		WebhookPort:        port,
-		WebhookSelfSigned:  true,
+		WebhookPort: port,
+		WebhookHost: "127.0.0.1",
 		// Fast status refresh so the suite sees ClaimsReady quickly.
 		ClaimStatusInterval: 500 * time.Millisecond,
 		ShutdownTimeout:     10 * time.Second,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(opCtx) }()
-	op := &clOperator{port: port, stop: func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("operator: %v", err)
-		}
-	}}
-	return op
+	return &clOperator{port: port, stop: stop}
 }
 
 func clFreePort() (int, error) {
@@ -370,36 +364,52 @@ func clAllSlices(ctx context.Context, t *testing.T, c *cluster.Cluster) []*resou
 	return out
 }
 
-// clCheckNoRaces fails the test when any device (without adminAccess) or
-// counter of the cluster is given to two allocated claims, the invariant
-// of the claim controller.
+// clCheckNoRaces fails the test when any device (without adminAccess) is
+// given to two allocated claims or any counter is over-consumed, the
+// invariant of the claim controller, judged by the pool model the pool
+// controller alarms with (DeviceDoubleAllocated, CounterOverconsumed). It
+// returns how many claims are allocated.
 func clCheckNoRaces(ctx context.Context, t *testing.T, c *cluster.Cluster) int {
 	t.Helper()
 	list, err := c.Client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list claims: %v", err)
 	}
-	var claims []*resourceapi.ResourceClaim
+	for _, p := range doubleAllocations(clAllSlices(ctx, t, c), list.Items) {
+		t.Errorf("given twice: %s", p)
+	}
+	n := 0
 	for i := range list.Items {
 		if list.Items[i].Status.Allocation != nil {
-			claims = append(claims, &list.Items[i])
+			n++
 		}
 	}
-	for _, r := range claimspkg.FindRaces(pool.Group(clAllSlices(ctx, t, c)), claims) {
-		var why []string
-		for _, key := range r.Claims {
-			ns, name, _ := strings.Cut(key, "/")
-			i := slices.IndexFunc(claims, func(cl *resourceapi.ResourceClaim) bool { return cl.Namespace == ns && cl.Name == name })
-			if i < 0 {
-				continue
+	return n
+}
+
+// doubleAllocations lists, as messages, every device given to two claims
+// and every counter over-consumed by the allocated claims.
+func doubleAllocations(slices []*resourceapi.ResourceSlice, claims []resourceapi.ResourceClaim) []string {
+	pools := pool.Group(slices)
+	l := pool.NewLedger()
+	for _, p := range pools {
+		l.SetPool(p)
+	}
+	for i := range claims {
+		if claims[i].Status.Allocation != nil {
+			l.AddClaim(&claims[i])
+		}
+	}
+	var out []string
+	now := time.Now()
+	for _, p := range pools {
+		for _, pr := range pool.Assess(p, l, now, now, time.Hour).Problems {
+			if pr.Reason == pool.ReasonDeviceDoubleAllocated || pr.Reason == pool.ReasonCounterOverconsumed {
+				out = append(out, fmt.Sprintf("pool %s/%s: %s %s: %s", p.ID.Driver, p.ID.Pool, pr.Reason, pr.Device, pr.Message))
 			}
-			cl := claims[i]
-			why = append(why, fmt.Sprintf("%s: allocated by %s at %v, reserved %d, events [%s]", name, claimspkg.AllocatedBy(cl),
-				cl.Status.Allocation.AllocationTimestamp, len(cl.Status.ReservedFor), clClaimEvents(ctx, c, ns, name)))
 		}
-		t.Errorf("given twice: %s\n  %s", r, strings.Join(why, "\n  "))
 	}
-	return len(claims)
+	return out
 }
 
 // clWaitStackClaims waits until the DRAStack reports ClaimsReady with the
@@ -527,8 +537,127 @@ func clDeleteNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster, ns
 // suites do not call an operator that is gone.
 func clRemoveWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, claimsctrl.SelfSignedWebhookConfigName, metav1.DeleteOptions{})
+	err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, claimsctrl.DefaultWebhookConfigName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("delete the webhook configuration: %v", err)
+	}
+}
+
+// clSuiteSpec is the claim suite's spec.claims: every driver of the suite
+// but openDriver is central, each serving its own class; tpu claims are
+// allocated at once.
+func clSuiteSpec() v1alpha1.ClaimsSpec {
+	var central []v1alpha1.CentralDevices
+	for _, d := range []struct{ driver, class string }{
+		{ringDriver, ringClass}, {gridDriver, gridClass}, {tpuDriver, tpuClass}, {genDriver, genClass}, {placeDriver, placeClass},
+	} {
+		central = append(central, v1alpha1.CentralDevices{Driver: d.driver, Classes: []string{d.class}})
+	}
+	return v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, ImmediateClasses: []string{tpuClass}, GatePods: ptr.To(true), Central: central}
+}
+
+// clWaitCentral waits until the operator's DeviceTaintRules keep
+// kube-scheduler off every device of the drivers.
+func clWaitCentral(ctx context.Context, t *testing.T, c *cluster.Cluster, drivers ...string) {
+	t.Helper()
+	begin := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		rules, err := c.Client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		covered := map[string]bool{}
+		for _, r := range rules.Items {
+			if central.Owned(&r) && r.Spec.DeviceSelector != nil && r.Spec.DeviceSelector.Driver != nil && r.Spec.Taint.Key == central.TaintKey {
+				covered[*r.Spec.DeviceSelector.Driver] = true
+			}
+		}
+		for _, d := range drivers {
+			if !covered[d] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no DeviceTaintRule of the operator for every central driver %v: %v", drivers, err)
+	}
+	t.Logf("timing: central devices tainted in %s", since(begin))
+}
+
+// clWaitEvent waits for an Event with reason on an object of kind whose
+// note mentions mention.
+func clWaitEvent(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, kind, name, reason, mention string) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, e := range clEventsOn(ctx, c, ns, kind, name) {
+			if e.Reason == reason && strings.Contains(e.Note, mention) {
+				found = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		var seen []string
+		for _, e := range clEventsOn(ctx, c, ns, kind, name) {
+			seen = append(seen, e.Reason+": "+e.Note)
+		}
+		t.Fatalf("%s %s/%s: no %s Event mentioning %q: %v; events: %v", kind, ns, name, reason, mention, err, seen)
+	}
+	return found
+}
+
+// clTaintNode adds a taint to a node; clUntaintNode removes them all.
+func clTaintNode(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, taint corev1.Taint) {
+	t.Helper()
+	clUpdateNode(ctx, t, c, name, func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, taint) })
+}
+
+func clUntaintNode(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) {
+	t.Helper()
+	clUpdateNode(ctx, t, c, name, func(n *corev1.Node) { n.Spec.Taints = nil })
+}
+
+func clUpdateNode(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, change func(*corev1.Node)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		change(n)
+		_, err = c.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("update node %s: %v", name, err)
+	}
+}
+
+// clWaitDriverFree waits until no claim of the namespace holds a device of
+// the driver.
+func clWaitDriverFree(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, driver string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		for _, cl := range list.Items {
+			if cl.Status.Allocation == nil {
+				continue
+			}
+			for _, r := range cl.Status.Allocation.Devices.Results {
+				if r.Driver == driver {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("devices of %s still allocated: %v", driver, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -32,16 +34,21 @@ import (
 
 // The claim controller suite on the real control plane: KEP-5254 stories
 // with pods held by the webhook's scheduling gate, an immediate multi-host
-// claim, the upstream engine, invalid and unsatisfiable claims, a pool
-// republished at a new generation, and claims deleted while allocated.
+// claim, the upstream engine, a pod the webhook did not gate, invalid and
+// unsatisfiable claims, a pool republished at a new generation, placement
+// that honours the pod, placing again a pod that cannot run, and claims
+// deleted while allocated. Every driver of the suite but openDriver is
+// central (spec.claims.central): only the operator allocates its devices.
 const (
 	clNamespace  = "claims"
 	ringDriver   = "ring.claims.e2e.drastack.io"
 	gridDriver   = "grid.claims.e2e.drastack.io"
 	tpuDriver    = "tpu.claims.e2e.drastack.io"
 	genDriver    = "gen.claims.e2e.drastack.io"
-	raceDriver   = "race.claims.e2e.drastack.io"
-	raceClass    = "claims-race"
+	placeDriver  = "place.claims.e2e.drastack.io"
+	openDriver   = "open.claims.e2e.drastack.io"
+	placeClass   = "claims-place"
+	openClass    = "claims-open"
 	ringClass    = "claims-ring"
 	gridClass    = "claims-grid"
 	tpuClass     = "claims-tpu"
@@ -80,8 +87,17 @@ func clFrom(ctx context.Context, t *testing.T) *clState {
 	return s
 }
 
+// placeNode are the nodes of the placement steps: each has two central
+// devices (placeDriver) and one of kube-scheduler's (openDriver).
+func placeNode(i int) string { return fmt.Sprintf("claims-place-%d", i) }
+
+const placeNodes = 4
+
 func clNodes() []string {
 	nodes := []string{ringNode, gridNode, genNode}
+	for i := range placeNodes {
+		nodes = append(nodes, placeNode(i))
+	}
 	for x := 0; x < 2; x++ {
 		for y := 0; y < 2; y++ {
 			nodes = append(nodes, clTPUNode(x, y))
@@ -102,14 +118,21 @@ func TestClaims(t *testing.T) {
 			}
 			var specs []cluster.NodeSpec
 			for _, n := range clNodes() {
-				specs = append(specs, cluster.NodeSpec{Name: n})
+				spec := cluster.NodeSpec{Name: n}
+				if n == placeNode(0) {
+					// The only node a pod asking for 48 CPUs fits.
+					spec.Capacity = cluster.DefaultNodeCapacity()
+					spec.Capacity[corev1.ResourceCPU] = resource.MustParse("64")
+				}
+				specs = append(specs, spec)
 			}
 			if err := c.AddNodes(ctx, specs...); err != nil {
 				t.Fatal(err)
 			}
 			for _, dc := range []*resourceapi.DeviceClass{
 				deviceClass(ringClass, ringDriver, ""), deviceClass(gridClass, gridDriver, ""),
-				deviceClass(tpuClass, tpuDriver, ""), deviceClass(genClass, genDriver, ""), deviceClass(raceClass, raceDriver, ""),
+				deviceClass(tpuClass, tpuDriver, ""), deviceClass(genClass, genDriver, ""),
+				deviceClass(placeClass, placeDriver, ""), deviceClass(openClass, openDriver, ""),
 			} {
 				if _, err := c.Client.ResourceV1().DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 					t.Fatal(err)
@@ -122,11 +145,10 @@ func TestClaims(t *testing.T) {
 			if s.crc, err = client.New(c.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
 				t.Fatal(err)
 			}
-			s.restore = clApplyClaimsSpec(ctx, t, s.crc, v1alpha1.ClaimsSpec{
-				Engine: v1alpha1.EngineNative, ImmediateClasses: []string{tpuClass}, GatePods: ptr.To(true),
-			})
+			s.restore = clApplyClaimsSpec(ctx, t, s.crc, clSuiteSpec())
 			begin := time.Now()
 			s.op = clStartOperator(ctx, t, c, clNamespace)
+			clWaitCentral(ctx, t, c, ringDriver, gridDriver, tpuDriver, genDriver, placeDriver)
 			clCreateTemplate(ctx, t, c, clNamespace, "probe", nil, clCEL("true"), clClaimSpec(ringClass, 1, ""))
 			clWaitWebhook(ctx, t, c, clNamespace, "probe")
 			t.Logf("timing: operator start -> ready in %s", since(begin))
@@ -134,13 +156,14 @@ func TestClaims(t *testing.T) {
 		}).
 		Assess("KEP-5254: a pod's claim for 4 contiguous devices is allocated exactly such a set while the pod waits behind the gate", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			// kube-scheduler takes index 1 for an ordinary pod, so a naive
-			// first fit (0, 2, 3, 4) is not contiguous; only 2..5 is.
+			// Another pod takes index 1, so a naive first fit (0, 2, 3, 4)
+			// is not contiguous; only 2..5 is. Its claim is for a central
+			// class, so it is the operator's too, and gated.
 			clCreateTemplate(ctx, t, c, clNamespace, "ring-busy", nil, nil,
 				clClaimSpec(ringClass, 1, "device.attributes['"+ringDriver+"'].index == 1"))
 			busy := clCreatePod(ctx, t, c, claimPod(clNamespace, "ring-busy", "ring-busy"))
-			if claimspkg.HasGate(busy) {
-				t.Errorf("pod %s with an ordinary claim was gated", busy.Name)
+			if !claimspkg.HasGate(busy) {
+				t.Errorf("pod %s with a claim for a central class was not gated", busy.Name)
 			}
 			waitPodRunning(ctx, t, c, clNamespace, busy.Name)
 
@@ -204,12 +227,13 @@ func TestClaims(t *testing.T) {
 			if len(hosts) != 2 || claim.Status.Allocation.NodeSelector == nil {
 				t.Fatalf("2x4 device on hosts %v with node selector %v: want two hosts and a node selector", hosts, claim.Status.Allocation.NodeSelector)
 			}
-			// The workload knows its nodes before it starts; its pods
-			// are not gated (the claim is allocated) and land there.
+			// The workload knows its nodes before it starts; its pods are
+			// gated like every pod with an operator claim, released once a
+			// node of the slice fits them, and land there.
 			for i := range 2 {
 				p := clCreatePod(ctx, t, c, clSharedPod(clNamespace, fmt.Sprintf("tpu-%d", i), "tpu-slice"))
-				if claimspkg.HasGate(p) {
-					t.Errorf("pod %s of an allocated claim was gated", p.Name)
+				if !claimspkg.HasGate(p) {
+					t.Errorf("pod %s of an operator claim was not gated", p.Name)
 				}
 			}
 			for i := range 2 {
@@ -250,7 +274,7 @@ func TestClaims(t *testing.T) {
 				t.Fatalf("pod %s was admitted without the gate", pod.Name)
 			}
 			name := clPodClaimName(ctx, t, c, clNamespace, pod.Name)
-			e := clWaitClaimEvent(ctx, t, c, clNamespace, name, string(claimspkg.OutcomeNotSupported), "not supported by the upstream engine")
+			e := clWaitEvent(ctx, t, c, clNamespace, "Pod", pod.Name, string(claimspkg.OutcomeNotSupported), "not supported by the upstream engine")
 			t.Logf("event on %s: %s: %s", name, e.Reason, e.Note)
 			claim, err := c.Client.ResourceV1().ResourceClaims(clNamespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -276,42 +300,37 @@ func TestClaims(t *testing.T) {
 			clWaitStackClaims(ctx, t, s.crc, metav1.ConditionTrue, claimspkg.ReasonKeepingUp, func(v1alpha1.ClaimCounts) bool { return true })
 			return ctx
 		}).
-		Assess("with gatePods off, kube-scheduler allocates a CEL claim itself, and the operator says whether its constraints hold", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		Assess("a pod the webhook did not gate: kube-scheduler cannot take central devices, the operator places its claim", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c, s := mustCluster(ctx, t), clFrom(ctx, t)
-			writeStackSpec(ctx, t, s.crc, clTimeout, func(sp *v1alpha1.DRAStackSpec) {
-				sp.Claims.GatePods = ptr.To(false)
-				sp.Claims.Engine = v1alpha1.EngineUpstream // the operator cannot allocate it either
-			})
-			defer writeStackSpec(ctx, t, s.crc, clTimeout, func(sp *v1alpha1.DRAStackSpec) {
-				sp.Claims.GatePods = ptr.To(true)
-				sp.Claims.Engine = v1alpha1.EngineNative
-			})
-			var pod *corev1.Pod
+			// gatePods false makes the webhook let pods through, as a
+			// webhook that is down does (failurePolicy Ignore).
+			writeStackSpec(ctx, t, s.crc, clTimeout, func(sp *v1alpha1.DRAStackSpec) { sp.Claims.GatePods = ptr.To(false) })
+			defer writeStackSpec(ctx, t, s.crc, clTimeout, func(sp *v1alpha1.DRAStackSpec) { sp.Claims.GatePods = ptr.To(true) })
 			if err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
 				// The webhook reads the DRAStack from its cache: retry until
 				// it sees gatePods off.
-				p, err := c.Client.CoreV1().Pods(clNamespace).Create(ctx, claimPod(clNamespace, "grid-bypass", "grid-2x2"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				p, err := c.Client.CoreV1().Pods(clNamespace).Create(ctx, claimPod(clNamespace, "grid-ungated", "grid-2x2"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 				return err == nil && !claimspkg.HasGate(p), nil
 			}); err != nil {
 				t.Fatalf("pods are still gated with gatePods off: %v", err)
 			}
-			pod = clCreatePod(ctx, t, c, claimPod(clNamespace, "grid-bypass", "grid-2x2"))
+			pod := clCreatePod(ctx, t, c, claimPod(clNamespace, "grid-ungated", "grid-2x2"))
+			if claimspkg.HasGate(pod) {
+				t.Fatalf("pod %s was gated", pod.Name)
+			}
 			pod = waitPodRunning(ctx, t, c, clNamespace, pod.Name)
 			name := clPodClaimName(ctx, t, c, clNamespace, pod.Name)
 			claim := clWaitClaim(ctx, t, c, clNamespace, name, "allocation", clAllocated)
-			if by := claimspkg.AllocatedBy(claim); by != "kube-scheduler" {
-				t.Fatalf("claim %s allocated by %q, want kube-scheduler", name, by)
+			if by := claimspkg.AllocatedBy(claim); by != claimsctrl.FieldManager {
+				t.Fatalf("claim %s allocated by %q, want the operator (%s): kube-scheduler must not take central devices", name, by, claimsctrl.FieldManager)
 			}
 			rows, cols := map[int64]bool{}, map[int64]bool{}
 			for _, a := range clDeviceAttrs(ctx, t, c, gridDriver, claim.Status.Allocation.Devices.Results) {
 				rows[*a["row"].IntValue], cols[*a["col"].IntValue] = true, true
 			}
-			want := "its CEL constraints hold"
 			if !clAdjacentPair(rows) || !clAdjacentPair(cols) {
-				want = "its CEL constraints do not hold"
+				t.Errorf("ungated pod: devices in rows %v and columns %v, want a 2x2 block", clKeys(rows), clKeys(cols))
 			}
-			e := clWaitClaimEvent(ctx, t, c, clNamespace, name, claimsctrl.EventBypassed, want)
-			t.Logf("kube-scheduler gave rows %v, columns %v; event: %s", clKeys(rows), clKeys(cols), e.Note)
 			if err := c.Client.CoreV1().Pods(clNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 				t.Fatal(err)
 			}
@@ -320,8 +339,9 @@ func TestClaims(t *testing.T) {
 		Assess("an invalid CEL constraint gets one Event and no retries until the claim changes", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c, s := mustCluster(ctx, t), clFrom(ctx, t)
 			clCreateClaim(ctx, t, c, clNamespace, "bad-cel", nil, clCEL("size(devices ==="), clClaimSpec(ringClass, 1, ""))
-			clWaitClaimEvent(ctx, t, c, clNamespace, "bad-cel", string(claimspkg.OutcomeInvalid), "not retried until the claim changes")
-			attempts := clMetric(t, "drastack_claim_allocations_total", map[string]string{"result": string(claimspkg.OutcomeInvalid)})
+			clCreatePod(ctx, t, c, clSharedPod(clNamespace, "bad-cel-user", "bad-cel"))
+			clWaitEvent(ctx, t, c, clNamespace, "Pod", "bad-cel-user", string(claimspkg.OutcomeInvalid), "not retried until the claim changes")
+			attempts := clMetric(t, "drastack_claim_placements_total", map[string]string{"result": string(claimspkg.OutcomeInvalid)})
 			counts := clWaitStackClaims(ctx, t, s.crc, metav1.ConditionTrue, claimspkg.ReasonKeepingUp, func(c v1alpha1.ClaimCounts) bool { return c.Invalid >= 1 })
 			t.Logf("DRAStack status.claims with an invalid claim: %+v", counts)
 			// Slices change meanwhile (they would retry an unsatisfiable
@@ -330,17 +350,17 @@ func TestClaims(t *testing.T) {
 			extra.Spec.NodeName = ptr.To(genNode)
 			clCreateSlices(ctx, t, c, extra)
 			time.Sleep(3 * time.Second)
-			if after := clMetric(t, "drastack_claim_allocations_total", map[string]string{"result": string(claimspkg.OutcomeInvalid)}); after != attempts {
+			if after := clMetric(t, "drastack_claim_placements_total", map[string]string{"result": string(claimspkg.OutcomeInvalid)}); after != attempts {
 				t.Errorf("the invalid claim was retried %v times without changing", after-attempts)
 			}
 			var n int32
-			for _, e := range clEventsOn(ctx, c, clNamespace, "ResourceClaim", "bad-cel") {
+			for _, e := range clEventsOn(ctx, c, clNamespace, "Pod", "bad-cel-user") {
 				if e.Reason == string(claimspkg.OutcomeInvalid) {
 					n += clEventCount(e)
 				}
 			}
 			if n != 1 {
-				t.Errorf("%d Invalid Events on the claim, want exactly 1", n)
+				t.Errorf("%d Invalid Events on the pod, want exactly 1", n)
 			}
 			// Fixing the annotation is a change: the claim is allocated.
 			err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
@@ -356,6 +376,7 @@ func TestClaims(t *testing.T) {
 				t.Fatal(err)
 			}
 			clWaitClaim(ctx, t, c, clNamespace, "bad-cel", "allocation after the fix", clAllocated)
+			waitPodRunning(ctx, t, c, clNamespace, "bad-cel-user")
 			_ = c.Client.ResourceV1().ResourceSlices().Delete(ctx, extra.Name, metav1.DeleteOptions{})
 			return ctx
 		}).
@@ -419,52 +440,121 @@ func TestClaims(t *testing.T) {
 			clCheckNoRaces(ctx, t, c)
 			return ctx
 		}).
-		Assess("a claim that lost a race is allocated again, and a hold keeps kube-scheduler counting the device the winner keeps", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		Assess("placement honours the pod: node selector, affinity, cordon, node taints, CPU, and claims of both allocators on one node", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			clCreateSlices(ctx, t, c, clNodeSlice(raceDriver, genNode, 1, []resourceapi.Device{{Name: "r0"}, {Name: "r1"}}))
-			immediate := map[string]string{claimspkg.AllocationLabel: claimspkg.AllocationImmediate}
-			ours := clWaitClaim(ctx, t, c, clNamespace, clCreateClaim(ctx, t, c, clNamespace, "race-ours", immediate, nil, clClaimSpec(raceClass, 1, "")).Name, "allocation", clAllocated)
-			taken := ours.Status.Allocation.Devices.Results[0]
+			clCreateTemplate(ctx, t, c, clNamespace, "place-1", nil, nil, clClaimSpec(placeClass, 1, ""))
+			clCreateTemplate(ctx, t, c, clNamespace, "open-1", nil, nil, clClaimSpec(openClass, 1, ""))
 
-			// kube-scheduler's late write, as it happens when it chose the
-			// same device before it saw the operator's allocation: another
-			// claim gets the device, written under kube-scheduler's name.
-			theirs := clCreateClaim(ctx, t, c, clNamespace, "race-theirs", nil, nil, clClaimSpec(raceClass, 1, ""))
-			theirs.Status.Allocation = &resourceapi.AllocationResult{
-				Devices:             resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "devices", Driver: taken.Driver, Pool: taken.Pool, Device: taken.Device}}},
-				AllocationTimestamp: ptr.To(metav1.Now()),
+			// A node selector and a required affinity pick the node.
+			sel := claimPod(clNamespace, "place-selector", "place-1")
+			sel.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": placeNode(3)}
+			aff := claimPod(clNamespace, "place-affinity", "place-1")
+			aff.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{placeNode(2)},
+				}}}},
+			}}}
+			for pod, want := range map[*corev1.Pod]string{sel: placeNode(3), aff: placeNode(2)} {
+				clCreatePod(ctx, t, c, pod)
+				if got := waitPodRunning(ctx, t, c, clNamespace, pod.Name).Spec.NodeName; got != want {
+					t.Errorf("pod %s on %s, want %s", pod.Name, got, want)
+				}
 			}
-			begin := time.Now()
-			if _, err := c.Client.ResourceV1().ResourceClaims(clNamespace).UpdateStatus(ctx, theirs, metav1.UpdateOptions{FieldManager: "kube-scheduler"}); err != nil {
-				t.Fatal(err)
+
+			// Node 0 cordoned, node 1 tainted: a pod that needs more CPU
+			// than nodes 2 and 3 have left... is placed nowhere until
+			// the cordon is lifted.
+			setUnschedulable(ctx, t, c, placeNode(0), true)
+			clTaintNode(ctx, t, c, placeNode(1), corev1.Taint{Key: "claims.e2e.drastack.io/maintenance", Effect: corev1.TaintEffectNoSchedule})
+			big := claimPod(clNamespace, "place-big", "place-1")
+			big.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("48")}
+			clCreatePod(ctx, t, c, big)
+			e := clWaitEvent(ctx, t, c, clNamespace, "Pod", big.Name, string(claimspkg.OutcomeUnsatisfiable), "nodes are available")
+			t.Logf("pod %s: %s", big.Name, e.Note)
+			for _, want := range []string{"unschedulable", "untolerated taint", "Insufficient cpu"} {
+				if !strings.Contains(e.Note, want) {
+					t.Errorf("the Unsatisfiable Event does not say %q: %s", want, e.Note)
+				}
 			}
-			clWaitClaimEvent(ctx, t, c, clNamespace, "race-ours", claimsctrl.EventLostRace, taken.Device)
-			again := clWaitClaim(ctx, t, c, clNamespace, "race-ours", "a new allocation", func(cl *resourceapi.ResourceClaim) bool {
-				return cl.Status.Allocation != nil && cl.Status.Allocation.Devices.Results[0].Device != taken.Device
-			})
-			t.Logf("timing: colliding write -> operator's claim moved from %s to %s in %s", taken.Device, again.Status.Allocation.Devices.Results[0].Device, since(begin))
-			hold := waitHold(ctx, t, c, func(h *resourceapi.ResourceClaim) bool {
-				return h.Status.Allocation != nil && h.OwnerReferences[0].Name == "race-theirs" &&
-					h.Annotations[claimspkg.HoldDeviceAnnotation] == claimspkg.DeviceKey(taken)
-			})
-			t.Logf("hold %s keeps %s counted for race-theirs", hold.Name, hold.Annotations[claimspkg.HoldDeviceAnnotation])
+			if p, err := c.Client.CoreV1().Pods(clNamespace).Get(ctx, big.Name, metav1.GetOptions{}); err != nil || !claimspkg.HasGate(p) {
+				t.Errorf("pod %s must stay gated while no node fits it (err %v)", big.Name, err)
+			}
+			setUnschedulable(ctx, t, c, placeNode(0), false)
+			if got := waitPodRunning(ctx, t, c, clNamespace, big.Name).Spec.NodeName; got != placeNode(0) {
+				t.Errorf("pod %s on %s, want %s (the only node with 48 CPUs)", big.Name, got, placeNode(0))
+			}
+
+			// Two operator claims and one of kube-scheduler's: the
+			// operator's are placed together where kube-scheduler's fits
+			// too, and the pod runs there.
+			both := claimPod(clNamespace, "place-both", "place-1")
+			both.Spec.ResourceClaims = append(both.Spec.ResourceClaims,
+				corev1.PodResourceClaim{Name: "second", ResourceClaimTemplateName: ptr.To("place-1")},
+				corev1.PodResourceClaim{Name: "open", ResourceClaimTemplateName: ptr.To("open-1")})
+			both.Spec.Containers[0].Resources.Claims = append(both.Spec.Containers[0].Resources.Claims,
+				corev1.ResourceClaim{Name: "second"}, corev1.ResourceClaim{Name: "open"})
+			clCreatePod(ctx, t, c, both)
+			both = waitPodRunning(ctx, t, c, clNamespace, both.Name)
+			byAllocator := map[string]int{}
+			for _, r := range allocatedDevices(ctx, t, c.Client, both) {
+				if r.Pool != both.Spec.NodeName {
+					t.Errorf("pod %s on %s got %s/%s of another node", both.Name, both.Spec.NodeName, r.Pool, r.Device)
+				}
+				byAllocator[r.Driver]++
+			}
+			if byAllocator[placeDriver] != 2 || byAllocator[openDriver] != 1 {
+				t.Errorf("pod %s got %v, want 2 central devices and 1 of kube-scheduler's", both.Name, byAllocator)
+			}
+			clUntaintNode(ctx, t, c, placeNode(1))
 			clCheckNoRaces(ctx, t, c)
-
-			// The keeper gives the device back: the hold goes with it.
-			theirs, err := c.Client.ResourceV1().ResourceClaims(clNamespace).Get(ctx, "race-theirs", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
+			return ctx
+		}).
+		Assess("a pod that cannot run where its claim was placed is placed again after placementTimeout", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c, s := mustCluster(ctx, t), clFrom(ctx, t)
+			for _, p := range []string{"place-selector", "place-affinity", "place-big", "place-both"} {
+				_ = c.Client.CoreV1().Pods(clNamespace).Delete(ctx, p, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 			}
-			theirs.Status.Allocation = nil
-			if _, err := c.Client.ResourceV1().ResourceClaims(clNamespace).UpdateStatus(ctx, theirs, metav1.UpdateOptions{FieldManager: "kube-scheduler"}); err != nil {
-				t.Fatal(err)
+			clWaitDriverFree(ctx, t, c, clNamespace, placeDriver)
+			writeStackSpec(ctx, t, s.crc, clTimeout, func(sp *v1alpha1.DRAStackSpec) {
+				sp.Claims.PlacementTimeout = &metav1.Duration{Duration: 5 * time.Second}
+			})
+			// A pod already on node 0 holds host port 7000; placement does
+			// not look at host ports (kube-scheduler does), so the next pod,
+			// which wants the same port, is placed on node 0 (first by
+			// name) and then cannot be scheduled there.
+			blocker := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: clNamespace, Name: "port-blocker"},
+				Spec: corev1.PodSpec{NodeName: placeNode(0), Containers: []corev1.Container{{
+					Name: "main", Image: "registry.k8s.io/pause:3.10", Ports: []corev1.ContainerPort{{ContainerPort: 7000, HostPort: 7000}},
+				}}},
 			}
-			if err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
-				_, err := c.Client.ResourceV1().ResourceClaims(clNamespace).Get(ctx, hold.Name, metav1.GetOptions{})
-				return apierrors.IsNotFound(err), nil
-			}); err != nil {
-				t.Errorf("hold %s outlives its keeper's allocation: %v", hold.Name, err)
+			clCreatePod(ctx, t, c, blocker)
+			waitPodRunning(ctx, t, c, clNamespace, blocker.Name)
+			moving := claimPod(clNamespace, "place-moving", "place-1")
+			moving.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 7000, HostPort: 7000}}
+			moving.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{placeNode(0), placeNode(1)},
+				}}}},
+			}}}
+			clCreatePod(ctx, t, c, moving)
+			name := clPodClaimName(ctx, t, c, clNamespace, moving.Name)
+			first := clWaitClaim(ctx, t, c, clNamespace, name, "allocation on node 0", clAllocated)
+			if pool := first.Status.Allocation.Devices.Results[0].Pool; pool != placeNode(0) {
+				t.Fatalf("claim %s placed on %s, want %s", name, pool, placeNode(0))
 			}
+			// The node is cordoned before the pod could bind.
+			setUnschedulable(ctx, t, c, placeNode(0), true)
+			begin := time.Now()
+			clWaitEvent(ctx, t, c, clNamespace, "ResourceClaim", name, claimsctrl.EventReplaced, "placementTimeout")
+			pod := waitPodRunning(ctx, t, c, clNamespace, moving.Name)
+			t.Logf("timing: node cordoned -> claim placed again and pod Running on %s in %s", pod.Spec.NodeName, since(begin))
+			if pod.Spec.NodeName != placeNode(1) {
+				t.Errorf("pod %s on %s, want %s", pod.Name, pod.Spec.NodeName, placeNode(1))
+			}
+			clCheckOperatorAllocation(ctx, t, c, name, pod)
+			setUnschedulable(ctx, t, c, placeNode(0), false)
+			clCheckNoRaces(ctx, t, c)
 			return ctx
 		}).
 		Assess("claims deleted while the operator allocates them leave nothing behind", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -508,13 +598,13 @@ func TestClaims(t *testing.T) {
 			}
 			clRemoveWebhook(ctx, t, c)
 			clDeleteNamespace(ctx, t, c, clNamespace)
-			for _, d := range []string{ringDriver, gridDriver, tpuDriver, genDriver, raceDriver} {
+			for _, d := range []string{ringDriver, gridDriver, tpuDriver, genDriver, placeDriver, openDriver} {
 				sel := "spec.driver=" + d
 				if err := c.Client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: sel}); err != nil {
 					t.Errorf("delete slices of %s: %v", d, err)
 				}
 			}
-			for _, dc := range []string{ringClass, gridClass, tpuClass, genClass, raceClass} {
+			for _, dc := range []string{ringClass, gridClass, tpuClass, genClass, placeClass, openClass} {
 				_ = c.Client.ResourceV1().DeviceClasses().Delete(ctx, dc, metav1.DeleteOptions{})
 			}
 			for _, n := range clNodes() {
@@ -526,30 +616,6 @@ func TestClaims(t *testing.T) {
 		}).
 		Feature()
 	testenv.Test(t, feature)
-}
-
-// waitHold waits for a hold claim of the suite's namespace that ok
-// accepts.
-func waitHold(ctx context.Context, t *testing.T, c *cluster.Cluster, ok func(*resourceapi.ResourceClaim) bool) *resourceapi.ResourceClaim {
-	t.Helper()
-	var found *resourceapi.ResourceClaim
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
-		list, err := c.Client.ResourceV1().ResourceClaims(clNamespace).List(ctx, metav1.ListOptions{LabelSelector: claimspkg.HoldLabel + "=true"})
-		if err != nil {
-			return false, nil //nolint:nilerr // retried
-		}
-		for i := range list.Items {
-			if h := &list.Items[i]; len(h.OwnerReferences) == 1 && ok(h) {
-				found = h
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no hold claim: %v", err)
-	}
-	return found
 }
 
 // clPublishSlices publishes the suite's devices: a ring of 8 with
@@ -570,6 +636,11 @@ func clPublishSlices(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		}
 	}
 	clCreateSlices(ctx, t, c, clNodeSlice(ringDriver, ringNode, 1, ring), clNodeSlice(gridDriver, gridNode, 1, grid), clNodeSlice(genDriver, genNode, 1, gen))
+	for i := range placeNodes {
+		clCreateSlices(ctx, t, c,
+			clNodeSlice(placeDriver, placeNode(i), 1, []resourceapi.Device{{Name: "p0"}, {Name: "p1"}}),
+			clNodeSlice(openDriver, placeNode(i), 1, []resourceapi.Device{{Name: "o0"}}))
+	}
 
 	var entries []topology.HostEntry
 	for x := 0; x < 2; x++ {
@@ -610,7 +681,7 @@ func clCheckOperatorAllocation(ctx context.Context, t *testing.T, c *cluster.Clu
 	if !claimspkg.HasFinalizer(claim) {
 		t.Errorf("claim %s: no %s finalizer", name, claimspkg.Finalizer)
 	}
-	clWaitClaimEvent(ctx, t, c, pod.Namespace, name, claimsctrl.EventAllocated, "allocated by the native engine")
+	clWaitClaimEvent(ctx, t, c, pod.Namespace, name, claimsctrl.EventAllocated, "allocated by the native engine for pod "+pod.Name)
 	found := slices.ContainsFunc(clEventsOn(ctx, c, pod.Namespace, "Pod", pod.Name), func(e eventsv1.Event) bool { return e.Reason == claimsctrl.EventGateRemoved })
 	if !found {
 		if err := wait.PollUntilContextTimeout(ctx, pollInterval, 30*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -87,12 +87,23 @@ func NewSelfSigned(host string, port int) (*SelfSigned, error) {
 // names of Service service in namespace, for an operator in the cluster
 // without a mounted certificate. The webhook server listens on all
 // addresses at port.
-func NewServiceSelfSigned(service, namespace string, port int) (*SelfSigned, error) {
+//
+// extraHosts (IP addresses or DNS names) are added to the certificate, for
+// an operator that the API server reaches by a webhook URL instead (an
+// operator run as a process of the machine, as the e2e tests and make demo
+// run it, behind a configuration installed with a URL).
+func NewServiceSelfSigned(service, namespace string, port int, extraHosts ...string) (*SelfSigned, error) {
 	if service == "" || namespace == "" {
 		return nil, fmt.Errorf("webhook service %q in namespace %q: both are needed for the certificate", service, namespace)
 	}
 	base := service + "." + namespace + ".svc"
-	ss, err := newSelfSigned([]string{base, base + ".cluster.local", service + "." + namespace, service}, serviceCertValidity)
+	hosts := []string{base, base + ".cluster.local", service + "." + namespace, service}
+	for _, h := range extraHosts {
+		if h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	ss, err := newSelfSigned(hosts, serviceCertValidity)
 	if err != nil {
 		return nil, err
 	}
