@@ -50,11 +50,11 @@ type snapshot struct {
 
 	mu sync.Mutex
 	// version counts changes that invalidate a session.
-	version uint64
-	session                allocator.Session
-	sessionEngine          string
-	sessionVersion         uint64
-	recorded               map[types.UID]bool
+	version        uint64
+	session        allocator.Session
+	sessionEngine  string
+	sessionVersion uint64
+	recorded       map[types.UID]bool
 	// toRecord are allocations that appeared since the session was built.
 	toRecord []*resourceapi.ResourceClaim
 	written  map[types.UID]written
@@ -75,7 +75,6 @@ func (s *snapshot) invalidate() {
 	s.version++
 	s.mu.Unlock()
 }
-
 
 // noteClaim follows a claim's change: a new allocation is recorded into
 // the session at the next attempt; a removed or replaced allocation
@@ -107,7 +106,6 @@ func (s *snapshot) noteDeleted(c *resourceapi.ResourceClaim) {
 		s.version++
 	}
 }
-
 
 func sameResults(a, b *resourceapi.AllocationResult) bool {
 	if len(a.Devices.Results) != len(b.Devices.Results) {
@@ -298,4 +296,3 @@ func (s *snapshot) allocated(ctx context.Context) ([]*resourceapi.ResourceClaim,
 	}
 	return out, nil
 }
-
