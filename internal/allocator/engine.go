@@ -37,6 +37,14 @@ type Inputs struct {
 	// Allocated are claims that already have status.allocation: their
 	// devices are in use and their counters consumed.
 	Allocated []*resourceapi.ResourceClaim
+	// TaintRules are DeviceTaintRules. With Features.DeviceTaintRules on,
+	// the NoSchedule and NoExecute taint of a rule applies to every device
+	// the rule selects, as if the slice listed it: such a device is not
+	// allocated unless the request tolerates the taint.
+	TaintRules []resourceapi.DeviceTaintRule
+	// Features are the feature gates to allocate under, as kube-scheduler
+	// with the same gates would; nil means DefaultFeatures.
+	Features *Features
 }
 
 // Options tune one Allocate call.

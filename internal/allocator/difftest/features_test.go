@@ -16,7 +16,7 @@ import (
 // features, so a selector that uses list attributes (includes()) selects
 // the same devices in both.
 func TestSelectorFeatures(t *testing.T) {
-	if got, want := upstream.SelectorFeatures(upstream.DefaultFeatures), native.SelectorFeatures; got != want {
+	if got, want := upstream.SelectorFeatures(upstream.StructuredFeatures(allocator.DefaultFeatures())), native.SelectorFeatures; got != want {
 		t.Fatalf("upstream compiles selectors with %+v, native with %+v", got, want)
 	}
 	claim := regClaim([]resourceapi.DeviceRequest{regRequest("r0", 1)})

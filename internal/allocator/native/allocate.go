@@ -132,6 +132,11 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 		}
 		own, fits := false, true
 		key = append(key[:0], 'r')
+		if s.nodeOpsDevs {
+			// Devices that skip node operations depend on what the node
+			// declares, not only on which devices it reaches.
+			key = append(key, boolByte(s.declaresNodeOps(ni)))
+		}
 		for i := range p.slots {
 			slotFits := false
 			for b := range p.slots[i].subs {
@@ -243,7 +248,7 @@ func (s *Session) lookalike(key []byte, p *plan, ni int) []byte {
 			key = binary.AppendUvarint(key, uint64(len(nc.live)))
 			for _, d := range nc.live {
 				dev := &s.devs[d]
-				if dev.usesCounters || len(dev.dev.Taints) > 0 {
+				if dev.usesCounters || len(dev.dev.Taints) > 0 || dev.nodeOps {
 					return key[:0]
 				}
 				key = binary.AppendUvarint(key, uint64(s.contentID(d)))

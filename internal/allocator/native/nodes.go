@@ -1,8 +1,11 @@
 package native
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/nodedeclaredfeatures/features/draoptionalnodeoperations"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
@@ -56,3 +59,17 @@ func (s *Session) reachable(d int32, nodeIdx int) bool {
 }
 
 func metaName(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
+
+// declaresNodeOps reports whether node ni declares the
+// DRAOptionalNodeOperations feature in status.declaredFeatures, which
+// kube-scheduler requires for devices whose slice skips node operations.
+func (s *Session) declaresNodeOps(ni int) bool {
+	return slices.Contains(s.nodes[ni].Status.DeclaredFeatures, draoptionalnodeoperations.DRAOptionalNodeOperationsFeatureGate)
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}

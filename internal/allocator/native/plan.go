@@ -116,6 +116,9 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 	for ri := range claim.Spec.Devices.Requests {
 		r := &claim.Spec.Devices.Requests[ri]
 		sl := slot{claim: ci, req: ri}
+		if err := s.checkGates(claim, ri); err != nil {
+			return err
+		}
 		switch {
 		case r.Exactly != nil && len(r.FirstAvailable) == 0:
 			e := r.Exactly
@@ -241,6 +244,52 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 	return nil
 }
 
+// checkGates refuses request ri of claim when it uses a field whose
+// feature gate is off, in kube-scheduler's order: subrequests
+// (DRAPrioritizedList), capacity requests (DRAConsumableCapacity, unless
+// the stable allocator would ignore them), then per request or subrequest
+// derived attributes (DRADerivedAttributes) and admin access
+// (DRAAdminAccess). kube-scheduler fails the pod's scheduling attempt with
+// such a claim; for the engine the claim is invalid as written.
+func (s *Session) checkGates(claim *resourceapi.ResourceClaim, ri int) error {
+	r := &claim.Spec.Devices.Requests[ri]
+	invalid := func(field, gate string) error {
+		return &allocator.InvalidClaimError{Claim: allocator.ClaimKey(claim), Field: field,
+			Err: fmt.Errorf("request %s: the %s feature is disabled", r.Name, gate)}
+	}
+	if len(r.FirstAvailable) > 0 && !s.f.PrioritizedList {
+		return invalid(fmt.Sprintf("spec.devices.requests[%d].firstAvailable", ri), "DRAPrioritizedList")
+	}
+	if !s.f.ConsumableCapacity && !s.stableOnly {
+		if r.Exactly != nil && r.Exactly.Capacity != nil {
+			return invalid(requestField(ri, -1)+".capacity", "DRAConsumableCapacity")
+		}
+		for si := range r.FirstAvailable {
+			if r.FirstAvailable[si].Capacity != nil {
+				return invalid(requestField(ri, si)+".capacity", "DRAConsumableCapacity")
+			}
+		}
+	}
+	check := func(si int, derived, admin bool) error {
+		switch {
+		case derived && !s.f.DerivedAttributes:
+			return invalid(requestField(ri, si)+".derivedAttributes", "DRADerivedAttributes")
+		case admin && !s.f.AdminAccess:
+			return invalid(requestField(ri, si)+".adminAccess", "DRAAdminAccess")
+		}
+		return nil
+	}
+	if r.Exactly != nil && len(r.FirstAvailable) == 0 {
+		return check(-1, len(r.Exactly.DerivedAttributes) > 0, r.Exactly.AdminAccess != nil)
+	}
+	for si := range r.FirstAvailable {
+		if err := check(si, len(r.FirstAvailable[si].DerivedAttributes) > 0, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // overLimit applies kube-scheduler's per-claim limit once the devices of
 // All requests are known on a node: a claim whose requests need more than
 // 32 devices even with the smallest alternative of each, an All request
@@ -354,7 +403,9 @@ func (s *Session) planSub(claim *resourceapi.ResourceClaim, ri, si int, name, cl
 		return &allocator.InvalidClaimError{Claim: allocator.ClaimKey(claim), Field: f, Err: err}
 	}
 	sb := sub{name: name, tolerations: tolerations, ri: ri, si: si}
-	if capacity != nil && len(capacity.Requests) > 0 {
+	// Without DRAConsumableCapacity a capacity request was refused by
+	// checkGates, or is ignored (stableOnly).
+	if capacity != nil && len(capacity.Requests) > 0 && s.f.ConsumableCapacity {
 		sb.capacity = capacity.Requests
 		sb.fits = map[int32]*capFit{}
 	}

@@ -47,11 +47,19 @@ type search struct {
 	// capErr is the first capacity consumption that could not be computed
 	// (capacity.go); it makes the claim invalid.
 	capErr error
+	// groupUndo are the compatibility-group intersections the tentative
+	// choices replaced (compat.go).
+	groupUndo []groupSaved
+	// nodeOps: the node declares DRAOptionalNodeOperations.
+	nodeOps bool
 }
 
 type choice struct {
 	slot, sub int
 	dev       int32
+	// groups is how many compatibility-group entries the choice saved on
+	// search.groupUndo (compat.go).
+	groups int32
 }
 
 func (s *Session) newSearch(ctx context.Context, p *plan, limit int64) *search {
@@ -65,6 +73,10 @@ func (x *search) reset(node int) {
 		x.undo()
 	}
 	x.node = node
+	if x.s.compat.dirty {
+		x.s.rebuildCompat()
+	}
+	x.nodeOps = node >= 0 && x.s.declaresNodeOps(node)
 	if x.subChoice == nil {
 		// The buffers are sized by the plan, which does not change.
 		x.subChoice = make([]int, len(x.p.slots))

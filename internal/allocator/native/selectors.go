@@ -163,7 +163,7 @@ func (s *Session) prune(nc *nodeCands) {
 // gone reports whether device d can never be allocated again in this
 // session without admin access.
 func (s *Session) gone(d int32) bool {
-	if s.inUse[d] {
+	if s.inUse[d] || s.devs[d].refused {
 		return true
 	}
 	return !s.countersFree(d, 0)
@@ -185,6 +185,10 @@ func (s *Session) sharedFor(ctx context.Context, cs *candSet) ([]int32, error) {
 func (s *Session) filterMatching(ctx context.Context, cs *candSet, devs []int32) ([]int32, error) {
 	var out []int32
 	for _, d := range devs {
+		if s.devs[d].unselectable {
+			// Not even its selectors are evaluated, as in kube-scheduler.
+			continue
+		}
 		ok := true
 		for i, expr := range cs.exprs {
 			m, err := s.evalSelector(ctx, expr, d)
@@ -207,9 +211,19 @@ func (s *Session) filterMatching(ctx context.Context, cs *candSet, devs []int32)
 	return out, nil
 }
 
-// preferred orders devices: smallest counter footprint first, then snapshot
-// order (pools by name, slices by name, devices as listed).
+// preferred orders devices: devices of pools with binding conditions last
+// (as kube-scheduler tries them: a pod should not wait for a device's
+// binding conditions while a plain one is free), then smallest counter
+// footprint first, then snapshot order (pools by name, slices by name,
+// devices as listed).
 func (s *Session) preferred(a, b int32) int {
+	ba, bb := s.pools[s.devs[a].pool].bindingConditions, s.pools[s.devs[b].pool].bindingConditions
+	switch {
+	case !ba && bb:
+		return -1
+	case ba && !bb:
+		return 1
+	}
 	fa, fb := s.devs[a].footprint, s.devs[b].footprint
 	switch {
 	case fa < fb:

@@ -37,8 +37,25 @@ type device struct {
 	// selector, -1 otherwise.
 	sel      int32
 	allNodes bool
-	// hardTaints: the device has a NoSchedule or NoExecute taint.
+	// hardTaints: the device has a NoSchedule or NoExecute taint (and
+	// DRADeviceTaints is on).
 	hardTaints bool
+	// unselectable: kube-scheduler never considers the device under the
+	// session's gates (binding conditions without DRADeviceBindingConditions
+	// and DRAResourceClaimDeviceStatus), not even for All requests.
+	unselectable bool
+	// refused: the device matches requests but kube-scheduler refuses to
+	// allocate it under the session's gates (skipNodeOperations without
+	// DRAOptionalNodeOperations, counters without DRAPartitionableDevices),
+	// so an All request that matches it fails.
+	refused bool
+	// nodeOps: the device's slice skips node operations; it can only be
+	// allocated for a node that declares DRAOptionalNodeOperations.
+	nodeOps bool
+	// groups are the device's counter consumptions with their
+	// compatibility groups, when DRADeviceCompatibilityGroups is on
+	// (compat.go).
+	groups []groupUse
 	// multi: allowMultipleAllocations, the device is shared (capacity.go).
 	multi bool
 	// caps are the device's capacities by name (capacity.go).
@@ -85,10 +102,15 @@ type badPool struct {
 
 // Session implements allocator.Session for the native engine.
 type Session struct {
-	e     *Engine
-	devs  []device
-	byID  map[deviceID]int32
-	nodes []*corev1.Node
+	e *Engine
+	// f are the feature gates the session allocates under.
+	f allocator.Features
+	// stableOnly: under f, kube-scheduler runs its "stable" allocator, which
+	// ignores capacity requests instead of refusing them.
+	stableOnly bool
+	devs       []device
+	byID       map[deviceID]int32
+	nodes      []*corev1.Node
 	// candidates is the number of nodes a central allocation chooses
 	// from: the first ones in nodes. Nodes added later, for an allocation
 	// on a node that is not among the inputs, are never chosen centrally.
@@ -155,13 +177,20 @@ type Session struct {
 	// device list.
 	celMemo map[string]bool
 	classes map[string]*resourceapi.DeviceClass
+	// compat is the state of compatibility groups (compat.go).
+	compat compatState
+	// nodeOpsDevs: some device's slice skips node operations (device.nodeOps).
+	nodeOpsDevs bool
 }
 
 var _ allocator.Session = &Session{}
 
 func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, error) {
+	f := allocator.FeaturesOf(in.Features)
 	s := &Session{
 		e:             e,
+		f:             f,
+		stableOnly:    stableOnly(f),
 		byID:          map[deviceID]int32{},
 		nodeIdx:       map[string]int{},
 		localByName:   map[string][]int32{},
@@ -187,7 +216,7 @@ func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, 
 	}
 	selIdx := map[*corev1.NodeSelector]int32{}
 	var footprints []*big.Rat
-	for _, p := range pool.Group(in.Slices) {
+	for _, p := range pool.Group(s.visibleSlices(in)) {
 		if !p.Allocatable() {
 			s.badPools = append(s.badPools, badPool{id: p.ID, slices: p.Slices, why: badPoolReason(p)})
 			continue
@@ -286,13 +315,28 @@ func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32, f
 			s.pools[pi].bindingConditions = true
 		}
 		for _, t := range pd.Device.Taints {
-			if t.Effect == resourceapi.DeviceTaintEffectNoSchedule || t.Effect == resourceapi.DeviceTaintEffectNoExecute {
+			if s.f.DeviceTaints && (t.Effect == resourceapi.DeviceTaintEffectNoSchedule || t.Effect == resourceapi.DeviceTaintEffectNoExecute) {
 				d.hardTaints = true
 			}
 		}
 		d.usesCounters = len(pd.Device.ConsumesCounters) > 0
-		d.multi = ptr.Deref(pd.Device.AllowMultipleAllocations, false)
-		d.caps = deviceCaps(pd.Device)
+		d.multi = s.f.ConsumableCapacity && ptr.Deref(pd.Device.AllowMultipleAllocations, false)
+		d.unselectable = !s.f.BindingAndStatus() && len(pd.Device.BindingConditions) > 0
+		if len(pd.Slice.Spec.SkipNodeOperations) > 0 {
+			d.nodeOps = true
+			d.refused = !s.f.OptionalNodeOperations
+			s.nodeOpsDevs = true
+		}
+		if !s.f.PartitionableDevices && d.usesCounters {
+			d.refused = true
+		}
+		if s.f.CompatibilityGroups {
+			d.groups = s.compatGroups(pi, pd.Device)
+		}
+		if s.f.ConsumableCapacity {
+			// Without the gate kube-scheduler never looks at capacities.
+			d.caps = deviceCaps(pd.Device)
+		}
 		d.convertible = convertible(pd.Device)
 		var fp *big.Rat
 		for _, u := range perDevice[di] {
@@ -413,6 +457,7 @@ func (s *Session) Record(claim *resourceapi.ResourceClaim) error {
 		}
 		if !charged {
 			s.pools[d.pool].overdrawn += s.charge(d, -1)
+			s.compat.dirty = true
 		}
 	}
 	return nil

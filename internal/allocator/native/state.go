@@ -16,7 +16,7 @@ const maxResults = resourceapi.AllocationResultsMaxSize
 func (x *search) usable(i int, sb *sub, d int32) bool {
 	s := x.s
 	dev := &s.devs[d]
-	if !x.free(i, sb, d) {
+	if !x.free(i, sb, d) || !x.allowed(d) {
 		return false
 	}
 	if dev.hardTaints && !tolerated(dev.dev.Taints, sb.tolerations) {
@@ -69,6 +69,20 @@ func (x *search) free(i int, sb *sub, d int32) bool {
 	return !s.inUse[d] && (multi || x.tent[d] == 0)
 }
 
+// allowed reports whether the gates and the state of compatibility groups
+// let device d be allocated on the search's node (see device.refused,
+// device.nodeOps and compat.go).
+func (x *search) allowed(d int32) bool {
+	dev := &x.s.devs[d]
+	switch {
+	case dev.refused:
+		return false
+	case dev.nodeOps && !x.nodeOps:
+		return false
+	}
+	return x.s.compatAdmits(d, x.tent[d])
+}
+
 // capacityFree reports whether sb's consumption of d's capacities fits into
 // what is left. A consumption that cannot be computed makes the claim
 // invalid: the first such error is kept in x.capErr.
@@ -87,13 +101,16 @@ func (x *search) capacityFree(i int, sb *sub, d int32) bool {
 func (x *search) apply(i, b int, d int32) {
 	s := x.s
 	sb := &x.p.slots[i].subs[b]
+	var groups int32
 	if dev := &s.devs[d]; dev.multi {
 		if s.shares[d]+x.tent[d] == 0 {
 			s.charge(dev, -1)
+			groups = x.compatApply(d)
 		}
 		s.addShare(d, s.fit(sb, d).consumed, +1)
 	} else {
 		s.charge(dev, -1)
+		groups = x.compatApply(d)
 	}
 	x.tent[d]++
 	for _, m := range sb.distinct {
@@ -101,7 +118,7 @@ func (x *search) apply(i, b int, d int32) {
 			x.used[m][v]++
 		}
 	}
-	x.chosen = append(x.chosen, choice{slot: i, sub: b, dev: d})
+	x.chosen = append(x.chosen, choice{slot: i, sub: b, dev: d, groups: groups})
 }
 
 func (x *search) undo() {
@@ -114,6 +131,7 @@ func (x *search) undo() {
 			x.used[m][v]--
 		}
 	}
+	x.compatUndo(ch.groups)
 	x.tent[ch.dev]--
 	if dev := &s.devs[ch.dev]; dev.multi {
 		s.addShare(ch.dev, s.fit(sb, ch.dev).consumed, -1)
@@ -261,6 +279,15 @@ func (s *Session) attrValues(attr string, d int32) []string {
 	switch {
 	case !ok:
 		v = noValues
+	case hasList(&a) && !s.f.ListTypeAttributes:
+		// Without DRAListTypeAttributes kube-scheduler compares scalars
+		// only: a list value equals nothing, so a matchAttribute set with
+		// it and another device fails. (For distinctAttribute it accepts a
+		// list value only on the first device it places; the native engine
+		// accepts it anywhere, the one case where it may allocate where
+		// kube-scheduler would not. The API server drops list values from
+		// slices written while the gate is off.)
+		v = []string{"l:" + strconv.Itoa(int(d))}
 	case !hasList(&a) && a.StringValue != nil:
 		// Scalars repeat across devices: share one key list per value.
 		if v = s.stringKeys[*a.StringValue]; v == nil {

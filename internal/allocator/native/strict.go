@@ -202,7 +202,7 @@ func (x *search) strictNextSlot(i int) (bool, error) {
 // added; broken when everything but a claim constraint allows it.
 func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 	s := x.s
-	if !x.free(i, sb, d) {
+	if !x.free(i, sb, d) || !x.allowed(d) {
 		return false, false
 	}
 	dev := &s.devs[d]

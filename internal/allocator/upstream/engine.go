@@ -19,6 +19,7 @@ package upstream
 
 import (
 	"context"
+	"sync"
 
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -34,46 +35,40 @@ const EngineName = "upstream"
 // cluster has a handful of distinct selectors, so eviction is rare.
 const celCacheSize = 1024
 
-// DefaultFeatures are the allocator features of the cluster drastack targets
-// (Kubernetes 1.36 with the feature gates of LOCAL-CLUSTER.md):
-// DRAPrioritizedList, DRAPartitionableDevices, DRADeviceTaints,
-// DRAConsumableCapacity, DRAListTypeAttributes and DRAAdminAccess, plus
-// binding conditions and device status, which 1.36 enables by default.
-// Features that are still off there (compatibility groups, derived
-// attributes, optional node operations, fractional capacity ranges) stay off,
-// so slices and claims that use them are treated as kube-scheduler 1.36 would.
-var DefaultFeatures = structured.Features{
-	AdminAccess:            true,
-	ConsumableCapacity:     true,
-	DeviceBindingAndStatus: true,
-	DeviceTaints:           true,
-	ListTypeAttributes:     true,
-	PartitionableDevices:   true,
-	PrioritizedList:        true,
+// StructuredFeatures are the upstream allocator features kube-scheduler
+// builds from the given gates (its AllocatorFeatures): DRADeviceTaintRules
+// is not one of them, it decides which slices kube-scheduler passes in
+// (see patchSlices).
+func StructuredFeatures(f allocator.Features) structured.Features {
+	return structured.Features{
+		AdminAccess:             f.AdminAccess,
+		CompatibilityGroups:     f.CompatibilityGroups,
+		ConsumableCapacity:      f.ConsumableCapacity,
+		DerivedAttributes:       f.DerivedAttributes,
+		DeviceBindingAndStatus:  f.BindingAndStatus(),
+		DeviceTaints:            f.DeviceTaints,
+		FractionalCapacityRange: f.FractionalCapacityRange,
+		ListTypeAttributes:      f.ListTypeAttributes,
+		OptionalNodeOperations:  f.OptionalNodeOperations,
+		PartitionableDevices:    f.PartitionableDevices,
+		PrioritizedList:         f.PrioritizedList,
+	}
 }
 
 // Engine is the upstream adapter. It is safe for concurrent use; its sessions
-// are not.
+// are not. The feature gates come with each session's Inputs.
 type Engine struct {
-	features structured.Features
-	// celCache is shared across sessions because compiling a selector costs
-	// far more than evaluating it, and expressions repeat across claims.
-	celCache *cel.Cache
+	mu sync.Mutex
+	// caches hold compiled expressions per CEL feature set, shared across
+	// sessions because compiling a selector costs far more than evaluating
+	// it, and expressions repeat across claims.
+	caches map[cel.Features]*cel.Cache
 }
 
 var _ allocator.Engine = (*Engine)(nil)
 
-// New returns the upstream adapter with DefaultFeatures.
-func New() allocator.Engine { return NewWithFeatures(DefaultFeatures) }
-
-// NewWithFeatures returns the upstream adapter with the given allocator
-// features, for tests and for comparing against other feature-gate sets.
-func NewWithFeatures(features structured.Features) *Engine {
-	return &Engine{
-		features: features,
-		celCache: cel.NewCache(celCacheSize, SelectorFeatures(features)),
-	}
-}
+// New returns the upstream adapter.
+func New() allocator.Engine { return &Engine{caches: map[cel.Features]*cel.Cache{}} }
 
 // SelectorFeatures are the CEL features kube-scheduler compiles selectors
 // with under the given allocator features.
@@ -84,10 +79,17 @@ func SelectorFeatures(features structured.Features) cel.Features {
 	}
 }
 
-// compiles reports whether a selector expression compiles, to tell which
-// selector an upstream compile error is about.
-func (e *Engine) compiles(expr string) bool {
-	return e.celCache.GetOrCompile(expr).Error == nil
+// cache returns the expression cache for the CEL features of f.
+func (e *Engine) cache(f structured.Features) *cel.Cache {
+	cf := SelectorFeatures(f)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.caches[cf]
+	if !ok {
+		c = cel.NewCache(celCacheSize, cf)
+		e.caches[cf] = c
+	}
+	return c
 }
 
 // Name implements allocator.Engine.
@@ -100,8 +102,15 @@ func (e *Engine) NewSession(ctx context.Context, in allocator.Inputs) (allocator
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	features := allocator.FeaturesOf(in.Features)
+	sf := StructuredFeatures(features)
+	if features.DeviceTaintRules {
+		in.Slices = patchSlices(in.Slices, in.TaintRules)
+	}
 	s := &session{
 		engine:          e,
+		features:        sf,
+		celCache:        e.cache(sf),
 		in:              in,
 		classes:         newClassLister(in.Classes),
 		state:           newAllocatedState(),

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/drastack/drastack/internal/allocator"
@@ -14,10 +15,12 @@ import (
 
 // session is one snapshot of the cluster plus the claims recorded since.
 type session struct {
-	engine  *Engine
-	in      allocator.Inputs
-	classes *classLister
-	state   *allocatedState
+	engine   *Engine
+	features structured.Features
+	celCache *cel.Cache
+	in       allocator.Inputs
+	classes  *classLister
+	state    *allocatedState
 	// nodeIndependent is true when every slice is reachable from every node
 	// (allNodes, on the slice or on each device). Then every node gives the
 	// same answer and one upstream call decides the claim.
@@ -87,7 +90,7 @@ func (s *session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 			if missingClass(err) {
 				return nil, fmt.Errorf("%w: %w", allocator.ErrUnsatisfiable, err)
 			}
-			return nil, invalidClaims(claims, err, s.engine.compiles)
+			return nil, invalidClaims(claims, err, s.compiles)
 		}
 		if len(results) == 0 {
 			continue
@@ -112,7 +115,7 @@ func (s *session) ensureAllocator(ctx context.Context) error {
 	if s.upstream != nil {
 		return nil
 	}
-	a, err := structured.NewAllocator(ctx, s.engine.features, s.state.snapshot(), s.classes, s.in.Slices, s.engine.celCache)
+	a, err := structured.NewAllocator(ctx, s.features, s.state.snapshot(), s.classes, s.in.Slices, s.celCache)
 	if err != nil {
 		return fmt.Errorf("create upstream allocator: %w", err)
 	}
@@ -196,4 +199,10 @@ func appendUnique(list []string, s string) []string {
 		}
 	}
 	return append(list, s)
+}
+
+// compiles reports whether a selector expression compiles, to tell which
+// selector an upstream compile error is about.
+func (s *session) compiles(expr string) bool {
+	return s.celCache.GetOrCompile(expr).Error == nil
 }

@@ -1,0 +1,88 @@
+package native
+
+import (
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/central"
+)
+
+// Feature gates change what the engine sees and allows, as they change
+// kube-scheduler's allocator (k8s.io/dynamic-resource-allocation/structured
+// v0.37): this file holds the decisions that depend on the whole snapshot;
+// the per-device ones are flags set in addPool (session.go), the per-request
+// ones are in planSub (plan.go).
+
+// stableOnly reports whether kube-scheduler runs its "stable" allocator
+// under f: it is picked when no gate beyond admin access, prioritized
+// lists, partitionable devices and device taints is on. That allocator
+// knows nothing of consumable capacity, so it ignores capacity requests
+// where the others refuse them while DRAConsumableCapacity is off.
+func stableOnly(f allocator.Features) bool {
+	return !f.CompatibilityGroups && !f.ConsumableCapacity && !f.DerivedAttributes && !f.BindingAndStatus() &&
+		!f.FractionalCapacityRange && !f.ListTypeAttributes && !f.OptionalNodeOperations
+}
+
+// visibleSlices are the slices as kube-scheduler's allocator sees them
+// under the session's gates:
+//
+//   - with DRADeviceTaintRules on, the taints of in.TaintRules are added to
+//     the devices they select;
+//   - with DRADeviceCompatibilityGroups off, a slice in which a device
+//     declares compatibility groups is ignored: its pool cannot be
+//     complete, so none of the pool's devices are allocated;
+//   - with DRAPartitionableDevices off, a slice with per-device node
+//     selection offers no devices, but still counts towards its pool being
+//     complete. (kube-scheduler then does not check counter sets either;
+//     the native engine still does, so a pool with broken counters stays
+//     unusable. Its devices that consume counters are refused anyway.)
+func (s *Session) visibleSlices(in allocator.Inputs) []*resourceapi.ResourceSlice {
+	slices := in.Slices
+	if s.f.DeviceTaintRules && len(in.TaintRules) > 0 {
+		slices = central.ApplyTaintRules(slices, in.TaintRules)
+	}
+	if s.f.CompatibilityGroups && s.f.PartitionableDevices {
+		return slices
+	}
+	out := make([]*resourceapi.ResourceSlice, 0, len(slices))
+	for _, sl := range slices {
+		if sl == nil {
+			continue
+		}
+		if !s.f.CompatibilityGroups && usesCompatibilityGroups(sl) {
+			continue
+		}
+		if !s.f.PartitionableDevices {
+			sl = withoutPartitions(sl)
+		}
+		out = append(out, sl)
+	}
+	return out
+}
+
+// usesCompatibilityGroups reports whether a device of the slice declares
+// compatibility groups on one of its counter consumptions.
+func usesCompatibilityGroups(sl *resourceapi.ResourceSlice) bool {
+	for i := range sl.Spec.Devices {
+		for _, c := range sl.Spec.Devices[i].ConsumesCounters {
+			if len(c.CompatibilityGroups) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// withoutPartitions is the slice as kube-scheduler uses it with
+// DRAPartitionableDevices off: a slice with per-device node selection keeps
+// its place in the pool (it counts towards the pool being complete) but
+// offers no devices. Devices that consume counters stay, refused (see
+// device.refused). The slice is copied when it changes.
+func withoutPartitions(sl *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
+	if sl.Spec.PerDeviceNodeSelection == nil || len(sl.Spec.Devices) == 0 {
+		return sl
+	}
+	cp := sl.DeepCopy()
+	cp.Spec.Devices = nil
+	return cp
+}
