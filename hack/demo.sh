@@ -9,7 +9,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$ROOT/bin
-KUBECTL=$BIN/k8s/${K8S_VERSION:-v1.36.3}/kubectl
+KUBECTL=$BIN/k8s/${K8S_VERSION:-v1.37.2}/kubectl
+WEBHOOK_PORT=${DEMO_WEBHOOK_PORT:-9443}
 NODES=${DEMO_NODES:-4}
 WORK=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/drastack-demo.XXXXXX")}
 LOGS=$WORK/logs
@@ -47,21 +48,28 @@ wait_for() {
 }
 
 echo "== starting the local control plane with $NODES kwok nodes (logs: $LOGS)"
-"$BIN/localcluster" -nodes "$NODES" -kubeconfig "$KUBECONFIG" -crds "$ROOT/config/crd/bases" -log-dir "$LOGS" \
+# The operator runs as deployed: the local cluster installs the Namespace,
+# ServiceAccount and RBAC of config/default (and its pod webhook, called by
+# URL since the operator runs on this machine, not behind a Service) and
+# writes a kubeconfig with a token of that ServiceAccount.
+"$BIN/localcluster" -version "${K8S_VERSION:-v1.37.2}" -nodes "$NODES" -kubeconfig "$KUBECONFIG" -crds "$ROOT/config/crd/bases" -log-dir "$LOGS" \
+  -operator-deploy "$ROOT/config/default" -operator-kubeconfig "$WORK/operator.kubeconfig" \
+  -operator-webhook-url "https://127.0.0.1:$WEBHOOK_PORT" \
   > "$LOGS/localcluster.log" 2>&1 &
 pids+=($!)
 wait_for "the control plane" 180 grep -q "cluster ready" "$LOGS/localcluster.log"
 
-echo "== starting the operator"
+echo "== starting the operator as ServiceAccount drastack-system/drastack-controller-manager"
 # The pod webhook of the claim controller listens on 127.0.0.1 with a
-# certificate made at startup and registers itself by URL.
-"$BIN/manager" --kubeconfig "$KUBECONFIG" --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
-  --webhook-port "${DEMO_WEBHOOK_PORT:-9443}" --webhook-self-signed \
+# certificate the operator makes at startup; it sets the caBundle of its
+# webhook configuration itself, as under `make deploy`.
+"$BIN/manager" --kubeconfig "$WORK/operator.kubeconfig" --metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
+  --namespace drastack-system --webhook-port "$WEBHOOK_PORT" --webhook-host 127.0.0.1 \
   > "$LOGS/manager.log" 2>&1 &
 pids+=($!)
-# Pods created before the webhook is registered would not be gated.
-wait_for "the pod webhook to be registered" 60 \
-  "$KUBECTL" get mutatingwebhookconfiguration drastack-claim-gate
+# Pods created before the webhook is trusted would not be gated.
+wait_for "the pod webhook's caBundle" 60 bash -c \
+  "[ -n \"\$('$KUBECTL' get mutatingwebhookconfiguration drastack-mutating-webhook-configuration -o jsonpath='{.webhooks[0].clientConfig.caBundle}')\" ]"
 
 echo "== applying config/samples"
 for f in "$ROOT"/config/samples/drastack_*.yaml; do
@@ -83,8 +91,8 @@ wait_for "ResourceSlices to be published" 120 \
   bash -c "[ \"\$('$KUBECTL' get resourceslices -o name | wc -l)\" -gt 0 ]"
 wait_for "DevicePools to be reported" 120 bash -c "[ \"\$('$KUBECTL' get pool -o name | wc -l)\" -gt 0 ]"
 if [ -f "$ROOT/config/samples/demo-claims.yaml" ]; then
-  wait_for "the operator to allocate the demo claims" 120 bash -c \
-    "[ -n \"\$('$KUBECTL' get resourceclaim -n demo-claims tpu-2x4 -o jsonpath='{.status.allocation}')\" ] && [ \"\$('$KUBECTL' get pod -n demo-claims mig-pair -o jsonpath='{.status.phase}')\" = Running ]"
+  wait_for "the operator to allocate the demo claims, and kube-scheduler the ordinary pod's" 120 bash -c \
+    "[ -n \"\$('$KUBECTL' get resourceclaim -n demo-claims tpu-2x4 -o jsonpath='{.status.allocation}')\" ] && [ \"\$('$KUBECTL' get pod -n demo-claims mig-pair -o jsonpath='{.status.phase}')\" = Running ] && [ \"\$('$KUBECTL' get pod -n demo-claims plain-gpu -o jsonpath='{.status.phase}')\" = Running ]"
 fi
 sleep 2
 
@@ -102,8 +110,11 @@ echo "\$ kubectl dra pools broken-gpu.sim.drastack.io/kwok-node-0-faulty   # the
 "$BIN/kubectl-dra" pools --kubeconfig "$KUBECONFIG" broken-gpu.sim.drastack.io/kwok-node-0-faulty || true
 echo
 if [ -f "$ROOT/config/samples/demo-claims.yaml" ]; then
-  echo "\$ kubectl get resourceclaims -n demo-claims   # allocated by the operator: a CEL-constrained claim and an immediate multi-host claim"
-  "$KUBECTL" get resourceclaims -n demo-claims -o custom-columns='NAME:.metadata.name,DEVICES:.status.allocation.devices.results[*].device,RESERVED-FOR:.status.reservedFor[*].name'
+  echo "\$ kubectl get devicetaintrules   # central devices: kube-scheduler keeps off them, only the operator allocates them"
+  "$KUBECTL" get devicetaintrules -o custom-columns='NAME:.metadata.name,DRIVER:.spec.deviceSelector.driver,POOL:.spec.deviceSelector.pool,TAINT:.spec.taint.key,EFFECT:.spec.taint.effect'
+  echo
+  echo "\$ kubectl get resourceclaims -n demo-claims   # the operator's (a CEL-constrained claim, an immediate multi-host claim) on central devices, kube-scheduler's beside them"
+  "$KUBECTL" get resourceclaims -n demo-claims -o custom-columns='NAME:.metadata.name,POOL:.status.allocation.devices.results[0].pool,DEVICES:.status.allocation.devices.results[*].device,RESERVED-FOR:.status.reservedFor[*].name'
   echo
   echo "\$ kubectl get events -n demo-claims --field-selector reason=Allocated"
   "$KUBECTL" get events -n demo-claims --field-selector reason=Allocated -o custom-columns='CLAIM:.involvedObject.name,NOTE:.message' || true

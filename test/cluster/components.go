@@ -88,7 +88,9 @@ func (c *Cluster) startComponents(ctx context.Context) error {
 		return err
 	}
 	stagesPath := filepath.Join(c.Dir, "kwok-stages.yaml")
-	if err := os.WriteFile(stagesPath, kwokStages, 0o644); err != nil {
+	// Nodes report the release the cluster runs as their kubelet version.
+	stages := strings.ReplaceAll(string(kwokStages), "KUBELET_VERSION", c.opts.version())
+	if err := os.WriteFile(stagesPath, []byte(stages), 0o644); err != nil {
 		return fmt.Errorf("write kwok stages: %w", err)
 	}
 	if _, err := c.start("kwok",

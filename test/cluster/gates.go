@@ -25,8 +25,10 @@ type FeatureGate struct {
 }
 
 // gateLine matches one gate in the --feature-gates help text, for example
-// "DRAConsumableCapacity=true|false (BETA - default=true)".
-var gateLine = regexp.MustCompile(`^\s*([A-Za-z0-9]+)=true\|false \(([A-Z]+) - default=(true|false)\)`)
+// "DRAConsumableCapacity=true|false (BETA - default=true)" (1.36) or
+// "kube:DRAConsumableCapacity=true|false (BETA - default=true)" (1.37,
+// which names the component; locked GA gates are no longer listed).
+var gateLine = regexp.MustCompile(`^\s*(?:[a-z]+:)?([A-Za-z0-9]+)=true\|false \(([A-Z]+) - default=(true|false)\)`)
 
 // ParseFeatureGates reads the gates out of a Kubernetes binary's --help
 // text. Gates are listed once each, in the binary's order.
@@ -46,12 +48,20 @@ func ParseFeatureGates(help []byte) []FeatureGate {
 	return out
 }
 
+// notDRAGates are gates named DRA... that belong to other features and
+// cannot be turned on alone: the API server refuses to start when their
+// dependencies are off.
+var notDRAGates = map[string]string{
+	// Workload API (KEP-4671 gang scheduling), which needs GenericWorkload.
+	"DRAWorkloadResourceClaims": "needs GenericWorkload",
+}
+
 // DRAGates returns the gates of a release that belong to Dynamic Resource
-// Allocation (named DRA...), sorted by name.
+// Allocation (named DRA..., without notDRAGates), sorted by name.
 func DRAGates(all []FeatureGate) []FeatureGate {
 	var out []FeatureGate
 	for _, g := range all {
-		if strings.HasPrefix(g.Name, "DRA") {
+		if _, skip := notDRAGates[g.Name]; !skip && strings.HasPrefix(g.Name, "DRA") {
 			out = append(out, g)
 		}
 	}

@@ -12,6 +12,7 @@ const helpSample = `      --feature-gates colonSeparatedMultimapStringString
                 DRAConsumableCapacity=true|false (BETA - default=true)
                 DRADeviceCompatibilityGroups=true|false (ALPHA - default=false)
                 DRADeviceTaints=true|false (GA - default=true)
+                kube:DRAFractionalCapacityRange=true|false (BETA - default=false), or DRAFractionalCapacityRange=true|false (BETA - default=true) if --min-compatibility-version>=1.37
                 DRAConsumableCapacity=true|false (BETA - default=true)
                 SomethingElse=true|false (DEPRECATED - default=false)
       --goaway-chance float
@@ -25,6 +26,7 @@ func TestParseFeatureGates(t *testing.T) {
 		{"DRAConsumableCapacity", "BETA", true},
 		{"DRADeviceCompatibilityGroups", "ALPHA", false},
 		{"DRADeviceTaints", "GA", true},
+		{"DRAFractionalCapacityRange", "BETA", false},
 		{"SomethingElse", "DEPRECATED", false},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -43,8 +45,8 @@ func TestGateFlag(t *testing.T) {
 		extra        []string
 		want         string
 	}{
-		{"every DRA gate on, sorted", false, nil, "DRAConsumableCapacity=true,DRADeviceCompatibilityGroups=true,DRADeviceTaints=true"},
-		{"extra gates come last", false, []string{"X=false"}, "DRAConsumableCapacity=true,DRADeviceCompatibilityGroups=true,DRADeviceTaints=true,X=false"},
+		{"every DRA gate on, sorted", false, nil, "DRAConsumableCapacity=true,DRADeviceCompatibilityGroups=true,DRADeviceTaints=true,DRAFractionalCapacityRange=true"},
+		{"extra gates come last", false, []string{"X=false"}, "DRAConsumableCapacity=true,DRADeviceCompatibilityGroups=true,DRADeviceTaints=true,DRAFractionalCapacityRange=true,X=false"},
 		{"defaults only", true, nil, ""},
 		{"defaults only with extra", true, []string{"X=true"}, "X=true"},
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,7 +64,7 @@ func (c *Cluster) DeployOperatorIdentity(ctx context.Context, deployDir string) 
 	if err != nil {
 		return nil, err
 	}
-	var docs []string
+	var docs, namespaces []string
 	id := &OperatorIdentity{}
 	for _, o := range objs {
 		if !slices.Contains(identityKinds, o.GetKind()) {
@@ -79,17 +80,25 @@ func (c *Cluster) DeployOperatorIdentity(ctx context.Context, deployDir string) 
 		if err != nil {
 			return nil, fmt.Errorf("serialize %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
+		if o.GetKind() == "Namespace" {
+			namespaces = append(namespaces, string(data))
+			continue
+		}
 		docs = append(docs, string(data))
 	}
 	if id.ServiceAccount == "" {
 		return nil, fmt.Errorf("%s renders no ServiceAccount", deployDir)
 	}
-	manifest := filepath.Join(c.Dir, "operator-identity.yaml")
-	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
-		return nil, fmt.Errorf("write %s: %w", manifest, err)
-	}
-	if _, err := c.Kubectl(ctx, "apply", "--server-side", "--field-manager=drastack-install", "-f", manifest); err != nil {
-		return nil, err
+	// Namespaces first: the API server refuses objects of a namespace its
+	// admission has not seen yet.
+	for i, part := range [][]string{namespaces, docs} {
+		manifest := filepath.Join(c.Dir, fmt.Sprintf("operator-identity-%d.yaml", i))
+		if err := os.WriteFile(manifest, []byte(strings.Join(part, "---\n")), 0o600); err != nil {
+			return nil, fmt.Errorf("write %s: %w", manifest, err)
+		}
+		if err := c.applyWithRetry(ctx, manifest); err != nil {
+			return nil, err
+		}
 	}
 
 	exp := int64(tokenSeconds)
@@ -193,8 +202,27 @@ func (c *Cluster) DeployWebhookByURL(ctx context.Context, deployDir, url string)
 	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", manifest, err)
 	}
-	if _, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "--field-manager=drastack-install", "-f", manifest); err != nil {
+	if err := c.applyWithRetry(ctx, manifest); err != nil {
 		return nil, err
 	}
 	return names, nil
+}
+
+// applyWithRetry applies a manifest server-side, trying again for a few
+// seconds while the API server refuses it as NotFound (a namespace that
+// admission has not caught up with).
+func (c *Cluster) applyWithRetry(ctx context.Context, manifest string) error {
+	var err error
+	for range 20 {
+		if _, err = c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "--field-manager=drastack-install", "-f", manifest); err == nil ||
+			!strings.Contains(err.Error(), "NotFound") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return err
 }

@@ -309,6 +309,9 @@ func unsuited(n *corev1.Node, pinned []*resourceapi.ResourceClaim) string {
 // the engine's reason on each node it tried (the first few).
 func unplaceableMessage(total int, reasons map[string]string, misses []string) string {
 	msg := placement.Summary(total, reasons)
+	if len(reasons) == 0 {
+		msg = fmt.Sprintf("the pod fits on all %d nodes", total)
+	}
 	const show = 3
 	if len(misses) > 0 {
 		parts := misses

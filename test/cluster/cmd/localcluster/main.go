@@ -43,6 +43,7 @@ func run() error {
 	defaultGates := fs.Bool("default-gates", false, "start with the release's default feature gates instead of every DRA gate on")
 	deployDir := fs.String("operator-deploy", "", "kustomize folder (config/default) whose Namespace, ServiceAccount and RBAC are installed for the operator")
 	operatorKubeconfig := fs.String("operator-kubeconfig", "", "with -operator-deploy: write a kubeconfig for the operator's ServiceAccount (token from the TokenRequest API) to this path")
+	webhookURL := fs.String("operator-webhook-url", "", "with -operator-deploy: also install its MutatingWebhookConfiguration, calling this URL (for example https://127.0.0.1:9443) instead of the in-cluster Service; the operator sets the caBundle")
 	verbosity := fs.Int("v", 0, "log level of kube-scheduler and kube-controller-manager")
 	timeout := fs.Duration("start-timeout", 3*time.Minute, "how long to wait for the cluster to come up")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -93,6 +94,13 @@ func run() error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "localcluster: operator identity %s installed from %s\n", id.Username, *deployDir)
+		if *webhookURL != "" {
+			names, err := c.DeployWebhookByURL(startCtx, *deployDir, *webhookURL)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "localcluster: webhook configurations %v call %s\n", names, *webhookURL)
+		}
 		if *operatorKubeconfig != "" {
 			if _, err := copyKubeconfig(id.KubeconfigPath, *operatorKubeconfig); err != nil {
 				return err
