@@ -23,7 +23,7 @@ func (k *check) checkDevices() {
 			continue
 		}
 		k.checkSelectors(res)
-		if taint, bad := untoleratedTaint(res.dev.Device.Taints, res.req.tolerations); bad {
+		if taint, bad := untoleratedTaint(k.taintsOf(res), res.req.tolerations); k.features.DeviceTaints && bad {
 			k.fail(RuleTaint, id, "taint %s=%s:%s is not tolerated by request %q", taint.Key, taint.Value, taint.Effect, res.req.name)
 		}
 		if got := ptr.Deref(res.AdminAccess, false); got != res.req.adminAccess {

@@ -43,6 +43,7 @@ func (u counterUse) add(cs []resourceapi.DeviceCounterConsumption) {
 func New(in allocator.Inputs) *Checker {
 	c := &Checker{
 		in:       in,
+		features: allocator.FeaturesOf(in.Features),
 		pools:    map[pool.ID]*pool.Pool{},
 		devices:  map[deviceID]*pool.Device{},
 		classes:  map[string]*resourceapi.DeviceClass{},

@@ -43,3 +43,23 @@ func tolerated(t resourceapi.DeviceTaint, tolerations []resourceapi.DeviceTolera
 	}
 	return false
 }
+
+// taintsOf are the taints of a result's device: those in its slice and,
+// with DRADeviceTaintRules on, those of the DeviceTaintRules that select
+// it (a nil selector selects nothing; every field set must equal the
+// device's driver, pool or name).
+func (k *check) taintsOf(res result) []resourceapi.DeviceTaint {
+	taints := res.dev.Device.Taints
+	if !k.features.DeviceTaintRules {
+		return taints
+	}
+	for _, r := range k.in.TaintRules {
+		sel := r.Spec.DeviceSelector
+		if sel == nil || (sel.Driver != nil && *sel.Driver != res.Driver) ||
+			(sel.Pool != nil && *sel.Pool != res.Pool) || (sel.Device != nil && *sel.Device != res.Device) {
+			continue
+		}
+		taints = append(taints[:len(taints):len(taints)], r.Spec.Taint)
+	}
+	return taints
+}

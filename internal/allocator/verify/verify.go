@@ -75,6 +75,9 @@ const (
 	// request and the device's request policy give; or a device that is
 	// not shared carries a share ID or consumed capacity.
 	RuleShare Rule = "Share"
+	// RuleCompatibilityGroups: devices drawing on one counter set have no
+	// compatibility group in common (KEP-5963, with the gate on).
+	RuleCompatibilityGroups Rule = "CompatibilityGroups"
 	// RuleCapacity: a request names a capacity the device lacks, consumes
 	// what the capacity's request policy does not allow, or the shares of
 	// a device consume more than its capacity.
@@ -103,11 +106,13 @@ func (v *Violation) Error() string {
 // many claims against the same state is cheap. It is safe for concurrent
 // use: Check does not modify it.
 type Checker struct {
-	in      allocator.Inputs
-	pools   map[pool.ID]*pool.Pool
-	devices map[deviceID]*pool.Device
-	classes map[string]*resourceapi.DeviceClass
-	nodes   map[string]*corev1.Node
+	in allocator.Inputs
+	// features are the gates of in (allocator.FeaturesOf).
+	features allocator.Features
+	pools    map[pool.ID]*pool.Pool
+	devices  map[deviceID]*pool.Device
+	classes  map[string]*resourceapi.DeviceClass
+	nodes    map[string]*corev1.Node
 	// inUse maps devices allocated without admin access (and without a
 	// share ID) to a claim holding them.
 	inUse map[deviceID]string
@@ -140,6 +145,7 @@ func (c *Checker) Check(claim *resourceapi.ResourceClaim, alloc *resourceapi.All
 	k.checkConstraints()
 	k.checkCELConstraints()
 	k.checkCounters()
+	k.checkCompatibilityGroups()
 	k.checkCapacity()
 	k.checkNodeSelector()
 	return k.errs

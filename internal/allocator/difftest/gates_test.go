@@ -1,0 +1,206 @@
+package difftest
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/drastack/drastack/internal/allocator"
+)
+
+// TestFeatureGates: each case is allocated with a gate on and with it off;
+// both engines must give the verdict the table says under each (so the gate
+// changes the outcome, as it does in kube-scheduler), agree with each other
+// and have their allocations verified.
+func TestFeatureGates(t *testing.T) {
+	node := func(name string, declared ...string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Status.DeclaredFeatures = declared
+		return n
+	}
+	plain := func() []*resourceapi.ResourceSlice {
+		return []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, resourceapi.Device{Name: "a"})}
+	}
+	groupPool := func(groupsA, groupsB []string) []*resourceapi.ResourceSlice {
+		pool := counterPool(groupDev("a", "1", 1), groupDev("b", "1", 1))
+		devs := pool[1].Spec.Devices
+		devs[0].ConsumesCounters[0].CompatibilityGroups = groupsA
+		devs[1].ConsumesCounters[0].CompatibilityGroups = groupsB
+		return pool
+	}
+	tainted := func() []*resourceapi.ResourceSlice {
+		d := resourceapi.Device{Name: "a", Taints: []resourceapi.DeviceTaint{{Key: "broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}
+		return []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, d)}
+	}
+	tests := []struct {
+		name   string
+		gate   string
+		nodes  []*corev1.Node
+		slices []*resourceapi.ResourceSlice
+		rules  []resourceapi.DeviceTaintRule
+		claim  *resourceapi.ResourceClaim
+		// on and off are the verdicts with the gate on and off.
+		on, off Verdict
+	}{{
+		name:   "firstAvailable needs DRAPrioritizedList",
+		gate:   "DRAPrioritizedList",
+		slices: plain(),
+		claim: regClaim([]resourceapi.DeviceRequest{{Name: "r0", FirstAvailable: []resourceapi.DeviceSubRequest{{
+			Name: "one", DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+		}}}}),
+		on: Allocated, off: Invalid,
+	}, {
+		name:   "adminAccess needs DRAAdminAccess",
+		gate:   "DRAAdminAccess",
+		slices: plain(),
+		claim: func() *resourceapi.ResourceClaim {
+			r := regRequest("r0", 1)
+			r.Exactly.AdminAccess = ptr.To(true)
+			return regClaim([]resourceapi.DeviceRequest{r})
+		}(),
+		on: Allocated, off: Invalid,
+	}, {
+		name:   "capacity requests need DRAConsumableCapacity",
+		gate:   "DRAConsumableCapacity",
+		slices: plain(),
+		claim: func() *resourceapi.ResourceClaim {
+			r := regRequest("r0", 1)
+			r.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"mem": resource.MustParse("1")}}
+			return regClaim([]resourceapi.DeviceRequest{r})
+		}(),
+		// A device without the capacity cannot serve the request.
+		on: Unsatisfiable, off: Invalid,
+	}, {
+		name:   "taints keep devices off only with DRADeviceTaints",
+		gate:   "DRADeviceTaints",
+		slices: tainted(),
+		claim:  regClaim([]resourceapi.DeviceRequest{regRequest("r0", 1)}),
+		on:     Unsatisfiable, off: Allocated,
+	}, {
+		name:   "DeviceTaintRules apply only with DRADeviceTaintRules",
+		gate:   "DRADeviceTaintRules",
+		slices: plain(),
+		rules: []resourceapi.DeviceTaintRule{{
+			ObjectMeta: metav1.ObjectMeta{Name: "drain"},
+			Spec: resourceapi.DeviceTaintRuleSpec{
+				DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(gpuDriver), Device: ptr.To("a")},
+				Taint:          resourceapi.DeviceTaint{Key: "drain", Effect: resourceapi.DeviceTaintEffectNoExecute},
+			},
+		}},
+		claim: regClaim([]resourceapi.DeviceRequest{regRequest("r0", 1)}),
+		on:    Unsatisfiable, off: Allocated,
+	}, {
+		name: "devices with binding conditions need DRADeviceBindingConditions",
+		gate: "DRADeviceBindingConditions",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, resourceapi.Device{
+			Name: "a", BindingConditions: []string{"attached"}, BindingFailureConditions: []string{"failed"},
+		})},
+		claim: regClaim([]resourceapi.DeviceRequest{regRequest("r0", 1)}),
+		on:    Allocated, off: Unsatisfiable,
+	}, {
+		name:   "devices that consume counters need DRAPartitionableDevices",
+		gate:   "DRAPartitionableDevices",
+		slices: counterPool(groupDev("a", "1", 1)),
+		claim:  regClaim([]resourceapi.DeviceRequest{regRequest("r0", 1)}),
+		on:     Allocated, off: Unsatisfiable,
+	}, {
+		name: "a slice with compatibility groups leaves its pool incomplete without DRADeviceCompatibilityGroups",
+		gate: "DRADeviceCompatibilityGroups",
+		// a and b share a group: with the gate on both fit together.
+		slices: groupPool([]string{"x"}, []string{"x", "y"}),
+		claim:  regClaim([]resourceapi.DeviceRequest{regRequest("r0", 2)}),
+		on:     Allocated, off: Unsatisfiable,
+	}, {
+		name:   "devices whose compatibility groups do not overlap are not co-allocated",
+		gate:   "DRADeviceCompatibilityGroups",
+		slices: groupPool([]string{"x"}, []string{"y"}),
+		claim:  regClaim([]resourceapi.DeviceRequest{regRequest("r0", 2)}),
+		on:     Unsatisfiable, off: Unsatisfiable,
+	}, {
+		name:   "a device without groups does not go with one that declares groups",
+		gate:   "DRADeviceCompatibilityGroups",
+		slices: groupPool(nil, []string{"y"}),
+		claim:  regClaim([]resourceapi.DeviceRequest{regRequest("r0", 2)}),
+		on:     Unsatisfiable, off: Unsatisfiable,
+	}, {
+		name:  "skipNodeOperations needs DRAOptionalNodeOperations and a node that declares it",
+		gate:  "DRAOptionalNodeOperations",
+		nodes: []*corev1.Node{node("node-0", "DRAOptionalNodeOperations")},
+		slices: func() []*resourceapi.ResourceSlice {
+			s := plain()
+			s[0].Spec.SkipNodeOperations = []resourceapi.SkipNodeOperation{"*"}
+			return s
+		}(),
+		claim: regClaim([]resourceapi.DeviceRequest{regRequest("r0", 1)}),
+		on:    Allocated, off: Unsatisfiable,
+	}, {
+		name:  "skipNodeOperations on a node that does not declare it",
+		gate:  "DRAOptionalNodeOperations",
+		nodes: []*corev1.Node{node("node-0")},
+		slices: func() []*resourceapi.ResourceSlice {
+			s := plain()
+			s[0].Spec.SkipNodeOperations = []resourceapi.SkipNodeOperation{"*"}
+			return s
+		}(),
+		claim: regClaim([]resourceapi.DeviceRequest{regRequest("r0", 1)}),
+		on:    Unsatisfiable, off: Unsatisfiable,
+	}, {
+		name:   "list values match only with DRAListTypeAttributes",
+		gate:   "DRAListTypeAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, rootDev("a", "p0", "p1"), rootDev("b", "p1"))},
+		claim: regClaim([]resourceapi.DeviceRequest{regRequest("r0", 2)},
+			resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(pcieRoot))}),
+		on: Allocated, off: Unsatisfiable,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, on := range []bool{true, false} {
+				features, err := allocator.ParseFeatures(allocator.AllFeatures(), tc.gate+"="+map[bool]string{true: "true", false: "false"}[on])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.gate == "DRADeviceBindingConditions" {
+					features.ResourceClaimDeviceStatus = true
+				}
+				want := tc.off
+				if on {
+					want = tc.on
+				}
+				nodes := tc.nodes
+				if nodes == nil {
+					nodes = []*corev1.Node{node("node-0")}
+				}
+				c := &Case{
+					Inputs: allocator.Inputs{
+						Nodes:      nodes,
+						Classes:    []*resourceapi.DeviceClass{{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}}},
+						Slices:     tc.slices,
+						TaintRules: tc.rules,
+						Features:   &features,
+					},
+					Claims: []*resourceapi.ResourceClaim{tc.claim},
+					Node:   []string{""},
+				}
+				var out [2][]Outcome
+				for i, e := range engines() {
+					o, err := Run(t.Context(), e, c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[i] = o
+					if got := o[0].Verdict.compared(); got != want {
+						t.Errorf("%s=%v: %s: %s (%v), want %s", tc.gate, on, e.Name(), got, o[0].Err, want)
+					}
+				}
+				problems, _ := Compare(c, engineNames, out[0], out[1])
+				for _, p := range problems {
+					t.Errorf("%s=%v: %v", tc.gate, on, p)
+				}
+			}
+		})
+	}
+}
