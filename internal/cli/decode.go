@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,6 +29,9 @@ type inputSet struct {
 	Claims []*resourceapi.ResourceClaim
 	// Nodes, for node selectors and as candidates of a central allocator.
 	Nodes []*corev1.Node
+	// TaintRules are DeviceTaintRules; with DRADeviceTaintRules on (see
+	// --features) their taints apply to the devices they select.
+	TaintRules []resourceapi.DeviceTaintRule
 
 	// claimSources says where each claim was read, for messages about
 	// claims the engine rejects.
@@ -43,7 +47,11 @@ const (
 )
 
 // readableKinds is printed when a document of another kind is skipped.
-const readableKinds = "resource.k8s.io/v1 ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate and v1 Node"
+const readableKinds = "resource.k8s.io/v1 ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate, DeviceTaintRule (also v1beta2) and v1 Node"
+
+// taintRuleAPIVersions are the versions a DeviceTaintRule is read in:
+// v1beta2, where it was beta, has the same fields as v1.
+var taintRuleAPIVersions = []string{resourceAPIVersion, "resource.k8s.io/v1beta2"}
 
 // typeHeader is what identifies a document before it is decoded strictly.
 type typeHeader struct {
@@ -134,6 +142,12 @@ func (in *inputSet) addObject(src Source, data []byte, warn io.Writer, listAllow
 		}
 		in.Claims = append(in.Claims, c)
 		in.claimSources[c] = src
+	case slices.Contains(taintRuleAPIVersions, h.APIVersion) && h.Kind == "DeviceTaintRule":
+		r := &resourceapi.DeviceTaintRule{}
+		if err := in.decodeInto(src, h, data, r); err != nil {
+			return err
+		}
+		in.TaintRules = append(in.TaintRules, *r)
 	case h.APIVersion == resourceAPIVersion && h.Kind == "ResourceClaimTemplate":
 		// Templates are decoded so typos are caught, but they allocate
 		// nothing: only claims made from them do.

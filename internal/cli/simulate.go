@@ -20,6 +20,7 @@ const simulateSynopsis = `Allocate the claims read from files, as the scheduler 
 Usage:
   kubectl dra simulate -f FILE [-f FILE...] [-o table|json|yaml]
       [--engine native|upstream] [--node NAME] [--timeout 10s]
+      [--features GATE=true|false,...]
 
 Reads the same objects as validate and allocates every ResourceClaim that
 has no status.allocation, in document order; each result counts as allocated
@@ -29,6 +30,12 @@ the start. The pools printed afterwards include the new allocations.
 Without --node the engine picks a node among the Nodes of the files (in
 their order); nodes that slices name in spec.nodeName but that the files do
 not define are added with only their name (no labels).
+
+Allocation follows kube-scheduler with the feature gates of --features
+(default: those Kubernetes 1.37 turns on by default): with a gate off, a
+slice that uses its field is ignored or its devices are not allocated, and
+a claim that uses its field is invalid. DeviceTaintRules in the files taint
+the devices they select while DRADeviceTaintRules is on.
 
 Every claim gets an outcome: allocated, or not with the reason. A claim
 that can never be allocated as written (a CEL expression that does not
@@ -118,8 +125,15 @@ func (a *App) simulate(ctx context.Context, args []string) error {
 	engineName := fs.String("engine", defaultEngine, "Allocation engine: "+strings.Join(engineNames(a.Engines), " or ")+".")
 	node := fs.String("node", "", "Allocate only for this node, like one kube-scheduler Filter call.")
 	timeout := fs.Duration("timeout", 10*time.Second, "Time limit per claim.")
+	featureSpec := fs.String("features", "", "Feature gates to allocate under, as kube-scheduler's --feature-gates takes them: a comma-separated list of `GATE=true|false` "+
+		"(all=true|false sets every gate first) applied to what Kubernetes 1.37 turns on by default ("+enabledGates(allocator.Kubernetes137Features())+"). "+
+		"Gates: "+strings.Join(allocator.FeatureGateNames(), ", ")+". Example: --features DRAListTypeAttributes=true,DRADeviceCompatibilityGroups=true.")
 	if err := fs.parse(args); err != nil {
 		return err
+	}
+	features, err := allocator.ParseFeatures(allocator.Kubernetes137Features(), *featureSpec)
+	if err != nil {
+		return fs.usagef("--features: %v", err)
 	}
 	if fs.NArg() > 0 {
 		return fs.usagef("unexpected arguments %q", fs.Args())
@@ -142,7 +156,7 @@ func (a *App) simulate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := runSimulation(ctx, newEngine(), in, *node, *timeout)
+	out, err := runSimulation(ctx, newEngine(), in, *node, *timeout, features)
 	if err != nil {
 		return err
 	}
@@ -154,7 +168,7 @@ func (a *App) simulate(ctx context.Context, args []string) error {
 }
 
 // runSimulation allocates the unallocated claims of in one by one.
-func runSimulation(ctx context.Context, engine allocator.Engine, in *inputSet, node string, timeout time.Duration) (*SimulateOutput, error) {
+func runSimulation(ctx context.Context, engine allocator.Engine, in *inputSet, node string, timeout time.Duration, features allocator.Features) (*SimulateOutput, error) {
 	var allocated, pending []*resourceapi.ResourceClaim
 	for _, c := range in.Claims {
 		if c.Status.Allocation != nil {
@@ -166,8 +180,10 @@ func runSimulation(ctx context.Context, engine allocator.Engine, in *inputSet, n
 	session, err := engine.NewSession(ctx, allocator.Inputs{
 		Slices:    in.Slices,
 		Classes:   in.Classes,
-		Nodes:     withSliceNodes(in.Nodes, in.Slices),
-		Allocated: allocated,
+		Nodes:      withSliceNodes(in.Nodes, in.Slices),
+		Allocated:  allocated,
+		TaintRules: in.TaintRules,
+		Features:   &features,
 	})
 	if err != nil {
 		return nil, in.claimError(err, nil)
@@ -290,4 +306,15 @@ func withSliceNodes(nodes []*corev1.Node, slices []*resourceapi.ResourceSlice) [
 		}
 	}
 	return out
+}
+
+// enabledGates lists the gates f turns on.
+func enabledGates(f allocator.Features) string {
+	var on []string
+	for _, kv := range strings.Split(f.String(), ",") {
+		if name, ok := strings.CutSuffix(kv, "=true"); ok {
+			on = append(on, name)
+		}
+	}
+	return strings.Join(on, ", ")
 }

@@ -102,6 +102,38 @@ func TestSimulateResults(t *testing.T) {
 		},
 		wantAllocated: map[string]int{"node-1": 1, "node-2": 0},
 	}, {
+		name:    "a DeviceTaintRule keeps the devices it selects off",
+		engines: []string{"native", "upstream"},
+		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/taint-rule.yaml"},
+		want: []want{
+			{claim: "default/one", allocated: true, node: "node-2", pool: "node-2", devices: 1},
+		},
+		wantAllocated: map[string]int{"node-1": 1, "node-2": 1},
+	}, {
+		name:    "DeviceTaintRules are ignored with DRADeviceTaintRules off",
+		engines: []string{"native", "upstream"},
+		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/taint-rule.yaml", "--features", "DRADeviceTaintRules=false"},
+		want: []want{
+			{claim: "default/one", allocated: true, node: "node-1", pool: "node-1", devices: 1},
+		},
+		wantAllocated: map[string]int{"node-1": 2, "node-2": 0},
+	}, {
+		name:    "with every gate off a plain claim is allocated and DeviceTaintRules are ignored",
+		engines: []string{"native", "upstream"},
+		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/taint-rule.yaml", "--features", "all=false"},
+		want: []want{
+			{claim: "default/one", allocated: true, node: "node-1", pool: "node-1", devices: 1},
+		},
+		wantAllocated: map[string]int{"node-1": 2, "node-2": 0},
+	}, {
+		name:    "a claim using a field whose gate is off is invalid",
+		engines: []string{"native", "upstream"},
+		args:    []string{"-f", "testdata/healthy.yaml", "-f", "testdata/first-available.yaml", "--features", "DRAPrioritizedList=false"},
+		want: []want{
+			{claim: "default/either", reason: "spec.devices.requests[0]"},
+		},
+		wantAllocated: map[string]int{"node-1": 1, "node-2": 0},
+	}, {
 		name:    "an invalid pool is not allocated from",
 		engines: []string{"native", "upstream"},
 		args:    []string{"-f", "testdata/missing-counter.yaml", "-f", "testdata/class.yaml", "-f", "testdata/claims.yaml"},
@@ -495,6 +527,9 @@ func TestSimulateUsage(t *testing.T) {
 		{"bad duration", []string{"simulate", "-f", "testdata/healthy.yaml", "--timeout", "soon"}, "invalid argument"},
 		{"no files", []string{"simulate"}, "at least one -f FILE"},
 		{"help", []string{"simulate", "-h"}, "--engine"},
+		{"help names the gates", []string{"simulate", "-h"}, "DRADeviceCompatibilityGroups"},
+		{"unknown gate", []string{"simulate", "-f", "testdata/healthy.yaml", "--features", "DRAMagic=true"}, `unknown feature "DRAMagic"`},
+		{"bad gate value", []string{"simulate", "-f", "testdata/healthy.yaml", "--features", "DRADeviceTaints=maybe"}, "is not true or false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
