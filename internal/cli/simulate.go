@@ -178,8 +178,8 @@ func runSimulation(ctx context.Context, engine allocator.Engine, in *inputSet, n
 		}
 	}
 	session, err := engine.NewSession(ctx, allocator.Inputs{
-		Slices:    in.Slices,
-		Classes:   in.Classes,
+		Slices:     in.Slices,
+		Classes:    in.Classes,
 		Nodes:      withSliceNodes(in.Nodes, in.Slices),
 		Allocated:  allocated,
 		TaintRules: in.TaintRules,
