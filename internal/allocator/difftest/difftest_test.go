@@ -17,7 +17,17 @@ var (
 	casesFlag = flag.Int("difftest.cases", 0, "number of random cases (default 300, or $DIFFTEST_CASES); 10000 for the long run")
 	seedFlag  = flag.Uint64("difftest.seed", 1, "seed of the first case; case i uses seed+i")
 	dumpFlag  = flag.String("difftest.dump", "", "directory to write failing cases to as YAML (for kubectl dra simulate)")
+	gatesFlag = flag.String("difftest.features", "", "feature gates of the generated cases, GATE=true|false,... applied to allocator.DefaultFeatures (all=true turns every gate on)")
 )
+
+// caseFeatures are the feature gates -difftest.features asks for.
+func caseFeatures(t testing.TB) allocator.Features {
+	f, err := allocator.ParseFeatures(allocator.DefaultFeatures(), *gatesFlag)
+	if err != nil {
+		t.Fatalf("-difftest.features: %v", err)
+	}
+	return f
+}
 
 const defaultCases = 300
 
@@ -60,10 +70,12 @@ func runCase(t testing.TB, eng [2]allocator.Engine, c *Case) ([]Problem, Stats) 
 func TestDifferential(t *testing.T) {
 	n := numCases(t)
 	eng := engines()
+	features := caseFeatures(t)
+	t.Logf("feature gates: %s", features)
 	var total Stats
 	failed := 0
 	for i := 0; i < n; i++ {
-		c := Generate(*seedFlag + uint64(i))
+		c := GenerateWith(*seedFlag+uint64(i), features)
 		problems, st := runCase(t, eng, c)
 		total.Claims += st.Claims
 		total.Agreed += st.Agreed

@@ -41,8 +41,10 @@ const (
 
 // gen holds the random source and what has been generated so far.
 type gen struct {
-	r   *rand.Rand
-	c   *Case
+	r *rand.Rand
+	c *Case
+	// f are the feature gates of the case.
+	f   allocator.Features
 	uid int
 	// devices are all current-generation devices, for pre-allocation.
 	devices []genDevice
@@ -55,12 +57,21 @@ type genDevice struct {
 
 // Generate builds the case for seed.
 func Generate(seed uint64) *Case {
-	return generate(rand.NewPCG(seed, 0x5eed), seed)
+	return GenerateWith(seed, allocator.DefaultFeatures())
 }
 
-func generate(src rand.Source, seed uint64) *Case {
-	g := &gen{r: rand.New(src), c: &Case{Seed: seed}}
+// GenerateWith builds the case for seed under the feature gates f: the
+// engines allocate with f, and the slices hold what an API server with f
+// stores (no list attributes without DRAListTypeAttributes).
+func GenerateWith(seed uint64, f allocator.Features) *Case {
+	return generate(rand.NewPCG(seed, 0x5eed), seed, f)
+}
+
+func generate(src rand.Source, seed uint64, f allocator.Features) *Case {
+	g := &gen{r: rand.New(src), c: &Case{Seed: seed}, f: f}
+	g.c.Inputs.Features = &g.f
 	g.cluster()
+	g.gatedFields()
 	g.preallocate()
 	for i := 0; i < claimsPer; i++ {
 		g.c.Claims = append(g.c.Claims, g.claim(fmt.Sprintf("c%d", i)))
@@ -184,6 +195,10 @@ func (g *gen) pcieRoot() (resourceapi.DeviceAttribute, bool) {
 		list := []string{roots[a]}
 		if g.chance(0.6) {
 			list = append(list, roots[(a+1+g.r.IntN(2))%3])
+		}
+		if !g.f.ListTypeAttributes {
+			// The API server drops list values while the gate is off.
+			return resourceapi.DeviceAttribute{StringValue: ptr.To(list[0])}, true
 		}
 		return resourceapi.DeviceAttribute{StringValues: list}, true
 	}

@@ -25,7 +25,7 @@ func GenerateFrom(data []byte) *Case {
 	h := fnv.New64a()
 	h.Write(data)
 	src := &byteSource{data: data, rest: rand.NewPCG(h.Sum64(), 0xb17e5)}
-	c := generate(src, h.Sum64())
+	c := generate(src, h.Sum64(), allocator.DefaultFeatures())
 	// UIDs of mangled objects must not repeat the generator's.
 	g := &gen{r: rand.New(src), c: c, uid: 1 << 20}
 	g.mangle()
