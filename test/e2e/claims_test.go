@@ -87,7 +87,7 @@ func clFrom(ctx context.Context, t *testing.T) *clState {
 	return s
 }
 
-// placeNode are the nodes of the placement steps: each has two central
+// placeNode are the nodes of the placement steps: each has three central
 // devices (placeDriver) and one of kube-scheduler's (openDriver).
 func placeNode(i int) string { return fmt.Sprintf("claims-place-%d", i) }
 
@@ -638,7 +638,7 @@ func clPublishSlices(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	clCreateSlices(ctx, t, c, clNodeSlice(ringDriver, ringNode, 1, ring), clNodeSlice(gridDriver, gridNode, 1, grid), clNodeSlice(genDriver, genNode, 1, gen))
 	for i := range placeNodes {
 		clCreateSlices(ctx, t, c,
-			clNodeSlice(placeDriver, placeNode(i), 1, []resourceapi.Device{{Name: "p0"}, {Name: "p1"}}),
+			clNodeSlice(placeDriver, placeNode(i), 1, []resourceapi.Device{{Name: "p0"}, {Name: "p1"}, {Name: "p2"}}),
 			clNodeSlice(openDriver, placeNode(i), 1, []resourceapi.Device{{Name: "o0"}}))
 	}
 
