@@ -4,153 +4,82 @@ import (
 	"slices"
 	"strings"
 
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // allocView is the recorded allocations of one pool matched against the
-// pool's current devices, with exact counter consumption.
+// pool's current devices, with the counter consumption PoolUsage computes
+// from them (the same exact accounting an engine uses).
 type allocView struct {
-	p         *Pool
-	held      map[string]*holding
-	exclusive []int32 // per device; only the first device of a duplicated name
+	p    *Pool
+	held map[string]*holding
+	u    *PoolUsage
+	// exclusive and admin count allocations per device; only the first
+	// device of a duplicated name is matched.
+	exclusive []int32
 	admin     []int32
 	missing   []string // held names the pool does not publish, sorted
-	consumed  map[string]map[string]resource.Quantity
-	over      bool                                    // some counter is consumed beyond capacity
-	available map[string]map[string]resource.Quantity // capacity - consumed, computed on demand
+	// firstFormat is, per slot, the format of the first consumption of an
+	// allocated device (formatUnset when none consumes it): reports keep
+	// the format the driver wrote, as Quantity.Add would.
+	firstFormat []uint8
 }
 
 func newAllocView(p *Pool, held map[string]*holding) *allocView {
-	a := &allocView{
-		p:         p,
-		held:      held,
-		exclusive: make([]int32, len(p.Devices)),
-		admin:     make([]int32, len(p.Devices)),
-	}
+	a := &allocView{p: p, held: held, u: newUsage(p)}
+	counts := make([]int32, 2*len(p.Devices))
+	a.exclusive, a.admin = counts[:len(p.Devices)], counts[len(p.Devices):]
 	if len(held) == 0 {
 		return a
 	}
-	found := make(map[string]bool, len(held))
+	t := a.u.t
+	matched := 0
+	var found map[string]bool // only when a name is published twice
 	for i := range p.Devices {
 		name := p.Devices[i].Device.Name
 		h := held[name]
-		if h == nil || found[name] {
+		if h == nil {
 			continue
 		}
-		found[name] = true
+		if t.dup != nil && t.dup[i] {
+			continue
+		}
+		matched++
 		a.exclusive[i] = h.exclusive
 		a.admin[i] = h.admin
 		if h.exclusive > 0 {
-			a.consume(p.Devices[i].Device)
+			a.u.users[i] = h.exclusive
+			a.u.charge(i, -1)
+			for k := t.useStart[i]; k < t.useStart[i+1]; k++ {
+				s := t.uses[k].slot
+				if a.firstFormat == nil {
+					a.firstFormat = make([]uint8, len(t.slots))
+				}
+				if a.firstFormat[s] == formatUnset {
+					a.firstFormat[s] = t.uses[k].format
+				}
+			}
 		}
 	}
-	for name := range held {
-		if !found[name] {
-			a.missing = append(a.missing, name)
+	if matched < len(held) {
+		found = make(map[string]bool, matched)
+		for i := range p.Devices {
+			if t.dup == nil || !t.dup[i] {
+				found[p.Devices[i].Device.Name] = true
+			}
 		}
+		for name := range held {
+			if !found[name] {
+				a.missing = append(a.missing, name)
+			}
+		}
+		slices.Sort(a.missing)
 	}
-	slices.Sort(a.missing)
-	a.over = a.overconsumed()
 	return a
 }
 
-// consume adds a device's consumption, once, like kube-scheduler.
-// Consumption of counters the pool does not define is ignored (the pool is
-// invalid for that already).
-func (a *allocView) consume(d *resourceapi.Device) {
-	for _, c := range d.ConsumesCounters {
-		cs := a.p.CounterSets[c.CounterSet]
-		if cs == nil {
-			continue
-		}
-		for name, v := range c.Counters {
-			if _, ok := cs.Counters[name]; !ok {
-				continue
-			}
-			if a.consumed == nil {
-				a.consumed = make(map[string]map[string]resource.Quantity)
-			}
-			set := a.consumed[c.CounterSet]
-			if set == nil {
-				set = make(map[string]resource.Quantity)
-				a.consumed[c.CounterSet] = set
-			}
-			sum, ok := set[name]
-			if !ok {
-				// Quantities may share an inf.Dec; never add into the
-				// API object's value.
-				set[name] = v.Value.DeepCopy()
-				continue
-			}
-			sum.Add(v.Value)
-			set[name] = sum
-		}
-	}
-}
-
-func (a *allocView) consumedOf(set, counter string) resource.Quantity {
-	return a.consumed[set][counter]
-}
-
-func (a *allocView) overconsumed() bool {
-	for set, counters := range a.consumed {
-		for name, used := range counters {
-			capacity := a.p.CounterSets[set].Counters[name]
-			if used.Cmp(capacity) > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// canAllocate applies PoolUsage's rule with exact quantities.
-func (a *allocView) canAllocate(i int) bool {
-	d := a.p.Devices[i].Device
-	shared := deviceAllowsMultiple(d)
-	if a.exclusive[i] > 0 && !shared {
-		return false
-	}
-	if len(d.ConsumesCounters) == 0 || (shared && a.exclusive[i] > 0) {
-		return true
-	}
-	if a.over {
-		return false
-	}
-	if a.available == nil {
-		a.computeAvailable()
-	}
-	for _, c := range d.ConsumesCounters {
-		avail := a.available[c.CounterSet]
-		if avail == nil {
-			continue // invalid pool; ignored like in PoolUsage
-		}
-		for name, v := range c.Counters {
-			if left, ok := avail[name]; ok && v.Value.Cmp(left) > 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// computeAvailable fills capacity minus consumption per counter, so that
-// checking a device is one comparison per counter.
-func (a *allocView) computeAvailable() {
-	a.available = make(map[string]map[string]resource.Quantity, len(a.p.CounterSets))
-	for name, cs := range a.p.CounterSets {
-		m := make(map[string]resource.Quantity, len(cs.Counters))
-		for counter, capacity := range cs.Counters {
-			left := capacity.DeepCopy()
-			if used, ok := a.consumed[name][counter]; ok {
-				left.Sub(used)
-			}
-			m[counter] = left
-		}
-		a.available[name] = m
-	}
-}
+// canAllocate applies PoolUsage's rule.
+func (a *allocView) canAllocate(i int) bool { return a.u.CanAllocate(i) }
 
 // problems lists the allocation problems: devices allocated but not
 // published, devices in two exclusive allocations, and over-consumed
@@ -173,18 +102,32 @@ func (a *allocView) problems() []Problem {
 			"device %s is allocated %d times without adminAccess (%s)",
 			d.Device.Name, a.exclusive[i], claimList(h.claims)))
 	}
-	for set, counters := range a.consumed {
-		cs := a.p.CounterSets[set]
-		for name, used := range counters {
-			capacity := cs.Counters[name]
-			if used.Cmp(capacity) > 0 {
-				out = append(out, newProblem(ReasonCounterOverconsumed, SeverityError, cs.Slice, "",
-					"counter %s of counter set %s: allocated devices consume %s, capacity is %s",
-					name, set, used.String(), capacity.String()))
+	if a.u.over == 0 {
+		return out
+	}
+	for _, s := range a.u.t.sets {
+		for k, name := range s.layout.names {
+			slot := int(s.first) + k
+			if !a.u.slotOver(slot) {
+				continue
 			}
+			capacity := s.layout.counters[name]
+			used := a.consumed(slot, capacity)
+			out = append(out, newProblem(ReasonCounterOverconsumed, SeverityError, s.cs.Slice, "",
+				"counter %s of counter set %s: allocated devices consume %s, capacity is %s",
+				name, s.cs.Name, used.String(), capacity.String()))
 		}
 	}
 	return out
+}
+
+// consumed is what allocated devices consume of a slot, in the format of
+// the first of them (the capacity's format when none consumes it).
+func (a *allocView) consumed(slot int, capacity resource.Quantity) resource.Quantity {
+	if a.firstFormat == nil || a.firstFormat[slot] == formatUnset {
+		return *resource.NewQuantity(0, capacity.Format)
+	}
+	return a.u.consumed(slot, formatOf(a.firstFormat[slot]))
 }
 
 // claimList names the claims holding a device, for messages.
@@ -202,30 +145,19 @@ func claimList(keys []string) string {
 }
 
 func (a *allocView) counterReports() []CounterSetReport {
-	if len(a.p.CounterSets) == 0 {
+	t := a.u.t
+	if len(t.sets) == 0 {
 		return nil
 	}
-	// Sort names, not the (large) report structs.
-	setNames := sortedKeys(a.p.CounterSets)
-	out := make([]CounterSetReport, 0, len(setNames))
-	var counterNames []string
-	for _, name := range setNames {
-		cs := a.p.CounterSets[name]
-		rep := CounterSetReport{Name: name, Slice: cs.Slice, Counters: make([]CounterReport, 0, len(cs.Counters))}
-		counterNames = counterNames[:0]
-		for counter := range cs.Counters {
-			counterNames = append(counterNames, counter)
+	out := make([]CounterSetReport, len(t.sets))
+	all := make([]CounterReport, len(t.slots))
+	for i, s := range t.sets {
+		counters := all[s.first : int(s.first)+len(s.layout.names) : int(s.first)+len(s.layout.names)]
+		for k, name := range s.layout.names {
+			capacity := s.layout.counters[name]
+			counters[k] = CounterReport{Name: name, Capacity: capacity, Consumed: a.consumed(int(s.first)+k, capacity)}
 		}
-		slices.Sort(counterNames)
-		for _, counter := range counterNames {
-			capacity := cs.Counters[counter]
-			used, ok := a.consumed[name][counter]
-			if !ok {
-				used = *resource.NewQuantity(0, capacity.Format)
-			}
-			rep.Counters = append(rep.Counters, CounterReport{Name: counter, Capacity: capacity, Consumed: used})
-		}
-		out = append(out, rep)
+		out[i] = CounterSetReport{Name: s.cs.Name, Slice: s.cs.Slice, Counters: counters}
 	}
 	return out
 }

@@ -112,6 +112,13 @@ type builder struct {
 	deviceAt map[string]int
 	problems []Problem
 	counters counterInterner
+	// Scratch of indexCounters: every consumption and its value.
+	uses []counterUse
+	decs []decimal
+	buf  [40]byte
+	// dups are the indexes in Pool.Devices of devices whose name an
+	// earlier device already has.
+	dups []int
 }
 
 var builders = sync.Pool{New: func() any {
@@ -127,6 +134,9 @@ func putBuilder(b *builder) {
 	}
 	clear(b.deviceAt)
 	b.problems = b.problems[:0]
+	if cap(b.uses) > 1<<16 {
+		b.uses, b.decs = nil, nil
+	}
 	// Interned maps belong to the pools of one call; do not keep them.
 	b.counters.reset()
 	builders.Put(b)
@@ -138,6 +148,7 @@ func (b *builder) add(p Problem) { b.problems = append(b.problems, p) }
 func (b *builder) build(p *Pool, id ID, run []*resourceapi.ResourceSlice) {
 	clear(b.deviceAt)
 	b.problems = b.problems[:0]
+	b.dups = b.dups[:0]
 	p.ID = id
 
 	gen := run[0].Spec.Pool.Generation
@@ -170,7 +181,7 @@ func (b *builder) build(p *Pool, id ID, run []*resourceapi.ResourceSlice) {
 	for _, s := range p.Slices {
 		b.addSlice(p, s, add)
 	}
-	checkConsumption(p, p.Complete(), add)
+	p.counters = b.indexCounters(p, p.Complete(), add)
 
 	if len(p.StaleSlices) > 0 {
 		add(staleProblem(p))
@@ -242,13 +253,15 @@ func (b *builder) addSlice(p *Pool, s *resourceapi.ResourceSlice, add func(Probl
 			add(duplicateCounterSet(s, cs.Name, first.Slice))
 			continue
 		}
-		p.CounterSets[cs.Name] = &CounterSet{Name: cs.Name, Slice: s.Name, Counters: b.counters.counters(cs.Counters)}
+		l := b.counters.layout(cs.Counters)
+		p.CounterSets[cs.Name] = &CounterSet{Name: cs.Name, Slice: s.Name, Counters: l.counters, layout: l}
 	}
 
 	for i := range spec.Devices {
 		d := &spec.Devices[i]
 		if first, dup := b.deviceAt[d.Name]; dup {
 			add(duplicateDevice(s, d.Name, p.Devices[first].Slice.Name))
+			b.dups = append(b.dups, len(p.Devices))
 		} else {
 			b.deviceAt[d.Name] = len(p.Devices)
 		}

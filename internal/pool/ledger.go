@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Ledger records which devices the allocated claims of a cluster use and
@@ -32,12 +33,17 @@ type holding struct {
 	exclusive int32    // results without adminAccess
 	admin     int32    // results with adminAccess
 	claims    []string // claim keys, one per result
+	// capacity is, per result (parallel to claims), the consumedCapacity
+	// of a share of a device that allows multiple allocations (KEP-5075);
+	// nil entries for results without one.
+	capacity []map[resourceapi.QualifiedName]resource.Quantity
 }
 
 type allocRef struct {
-	pool   ID
-	device string
-	admin  bool
+	pool     ID
+	device   string
+	admin    bool
+	capacity map[resourceapi.QualifiedName]resource.Quantity
 }
 
 // NewLedger returns an empty ledger.
@@ -75,7 +81,7 @@ func (l *Ledger) SetPool(p *Pool) *PoolUsage {
 		}
 		if i, ok := u.index[name]; ok {
 			u.users[i] += h.exclusive
-			u.charge(int(i), +1)
+			u.charge(int(i), -1)
 		}
 	}
 	ps.usage = u
@@ -122,6 +128,8 @@ func (l *Ledger) AddClaim(c *resourceapi.ResourceClaim) {
 			pool:   ID{Driver: r.Driver, Pool: r.Pool},
 			device: r.Device,
 			admin:  r.AdminAccess != nil && *r.AdminAccess,
+			// The claim is not modified, so its map can be kept.
+			capacity: r.ConsumedCapacity,
 		}
 		refs = append(refs, ref)
 		l.hold(key, ref)
@@ -137,6 +145,12 @@ func (l *Ledger) hold(key string, ref allocRef) {
 		ps.held[ref.device] = h
 	}
 	h.claims = append(h.claims, key)
+	if ref.capacity != nil || h.capacity != nil {
+		if h.capacity == nil {
+			h.capacity = make([]map[resourceapi.QualifiedName]resource.Quantity, len(h.claims)-1, len(h.claims))
+		}
+		h.capacity = append(h.capacity, ref.capacity)
+	}
 	if ref.admin {
 		h.admin++
 		return
@@ -171,6 +185,9 @@ func (l *Ledger) RemoveClaimKey(key string) {
 		}
 		if j := slices.Index(h.claims, key); j >= 0 {
 			h.claims = slices.Delete(h.claims, j, j+1)
+			if h.capacity != nil {
+				h.capacity = slices.Delete(h.capacity, j, j+1)
+			}
 		}
 		if ref.admin {
 			h.admin--
@@ -225,13 +242,10 @@ func (l *Ledger) Clone() *Ledger {
 	for id, ps := range l.pools {
 		cp := &poolState{held: make(map[string]*holding, len(ps.held))}
 		for name, h := range ps.held {
-			cp.held[name] = &holding{exclusive: h.exclusive, admin: h.admin, claims: slices.Clone(h.claims)}
+			cp.held[name] = &holding{exclusive: h.exclusive, admin: h.admin, claims: slices.Clone(h.claims), capacity: slices.Clone(h.capacity)}
 		}
 		if ps.usage != nil {
-			u := *ps.usage
-			u.users = slices.Clone(ps.usage.users)
-			u.consumed = slices.Clone(ps.usage.consumed)
-			cp.usage = &u
+			cp.usage = ps.usage.clone()
 		}
 		out.pools[id] = cp
 	}

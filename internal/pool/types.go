@@ -96,6 +96,11 @@ type CounterSet struct {
 	Name     string
 	Slice    string
 	Counters map[string]resource.Quantity
+
+	// layout is Counters indexed (shared like Counters); first is the
+	// slot of its first counter in the pool's counter table.
+	layout *counterLayout
+	first  int32
 }
 
 // Pool is one (driver, pool) at its current generation.
@@ -118,6 +123,11 @@ type Pool struct {
 	CounterSets map[string]*CounterSet
 	// Problems found by structural validation (not allocations).
 	Problems []Problem
+
+	// counters indexes CounterSets and what each device consumes, for
+	// exact accounting (counters.go); nil for pools not made by Group or
+	// Build.
+	counters *counterTable
 }
 
 // Complete reports whether every slice of the current generation is there.

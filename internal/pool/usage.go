@@ -1,9 +1,10 @@
 package pool
 
 import (
-	"slices"
+	"math/big"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // PoolUsage is the allocation state of one pool: which devices are
@@ -13,12 +14,11 @@ import (
 // CanAllocate, Take, Release) are O(counters the device consumes) and do
 // not allocate.
 //
-// Devices are addressed by their index in Pool().Devices. Counter values
-// are kept as int64 per counter "slot" (one per counter of a counter set),
-// in units when every value of that counter is a whole number and in
-// thousandths otherwise (see scaledAmount for rounding). Health (Assess)
-// recomputes consumption with exact resource.Quantity arithmetic and does
-// not depend on this approximation.
+// Devices are addressed by their index in Pool().Devices. Counter
+// arithmetic is exact (amount.go): each counter is kept as an int64 in its
+// own decimal unit, or as a big.Int when it does not fit. Assess uses the
+// same accounting, so the health a DevicePool reports and the answers an
+// engine gets cannot disagree.
 //
 // Semantics follow kube-scheduler (k8s.io/dynamic-resource-allocation
 // v0.37.2, structured/internal/*/allocator_*.go, and the scheduler's
@@ -42,114 +42,53 @@ import (
 // A PoolUsage is not safe for concurrent use.
 type PoolUsage struct {
 	pool  *Pool
+	t     *counterTable
 	index map[string]int32
 
 	users []int32 // non-admin allocations per device (recorded + taken)
-	flags []uint8
 
-	// Device i consumes uses[useStart[i]:useStart[i+1]].
-	useStart []int32
-	uses     []counterUse
-
-	capacity []int64 // per slot
-	consumed []int64 // per slot
-	over     int     // slots with consumed > capacity
-
-	slotSet     []string
-	slotCounter []string
-	slotMilli   []bool
+	// left is capacity minus consumption per slot; bigLeft holds it for
+	// slots kept in big.Int (nil entries otherwise, nil without such slots).
+	left    []int64
+	bigLeft []*big.Int
+	over    int // slots with left < 0
 }
-
-const (
-	flagShared   uint8 = 1 << iota // allowMultipleAllocations
-	flagCounters                   // consumesCounters is not empty
-)
-
-type counterUse struct {
-	slot   int32
-	amount int64
-}
-
-type slotKey struct{ set, counter string }
 
 // NewPoolUsage indexes p with nothing allocated. Consumption of counter
 // sets or counters the pool does not define (an invalid pool) is ignored.
 func NewPoolUsage(p *Pool) *PoolUsage {
-	n := len(p.Devices)
+	u := newUsage(p)
+	u.index = make(map[string]int32, len(p.Devices))
+	for i := range p.Devices {
+		name := p.Devices[i].Device.Name
+		if _, dup := u.index[name]; !dup {
+			u.index[name] = int32(i)
+		}
+	}
+	return u
+}
+
+// newUsage is NewPoolUsage without the device-name index (Assess does not
+// need it).
+func newUsage(p *Pool) *PoolUsage {
+	t := tableOf(p)
 	u := &PoolUsage{
-		pool:     p,
-		index:    make(map[string]int32, n),
-		users:    make([]int32, n),
-		flags:    make([]uint8, n),
-		useStart: make([]int32, n+1),
+		pool:  p,
+		t:     t,
+		users: make([]int32, len(p.Devices)),
+		left:  make([]int64, len(t.slots)),
 	}
-
-	// Slots in a fixed order: counter sets by name, counters by name.
-	setNames := make([]string, 0, len(p.CounterSets))
-	for name := range p.CounterSets {
-		setNames = append(setNames, name)
+	for s := range t.slots {
+		u.left[s] = t.slots[s].capacity
 	}
-	slices.Sort(setNames)
-	slot := make(map[slotKey]int32)
-	for _, setName := range setNames {
-		cs := p.CounterSets[setName]
-		first := len(u.slotCounter)
-		for name := range cs.Counters {
-			u.slotCounter = append(u.slotCounter, name)
-		}
-		slices.Sort(u.slotCounter[first:])
-		for i := first; i < len(u.slotCounter); i++ {
-			name := u.slotCounter[i]
-			u.slotSet = append(u.slotSet, setName)
-			u.slotMilli = append(u.slotMilli, !integral(cs.Counters[name]))
-			slot[slotKey{setName, name}] = int32(i)
-		}
-	}
-	nSlots := len(u.slotCounter)
-	u.capacity = make([]int64, nSlots)
-	u.consumed = make([]int64, nSlots)
-
-	// A slot needs thousandths if any device consumes a fraction of it.
-	nUses := 0
-	for i := range p.Devices {
-		for _, c := range p.Devices[i].Device.ConsumesCounters {
-			for name, v := range c.Counters {
-				if s, ok := slot[slotKey{c.CounterSet, name}]; ok {
-					nUses++
-					if !integral(v.Value) {
-						u.slotMilli[s] = true
-					}
-				}
+	if t.big {
+		u.bigLeft = make([]*big.Int, len(t.slots))
+		for s := range t.slots {
+			if c := t.slots[s].bigCapacity; c != nil {
+				u.bigLeft[s] = new(big.Int).Set(c)
 			}
 		}
 	}
-	for s := range nSlots {
-		q := p.CounterSets[u.slotSet[s]].Counters[u.slotCounter[s]]
-		u.capacity[s] = scaledAmount(q, u.slotMilli[s], false)
-	}
-
-	u.uses = make([]counterUse, 0, nUses)
-	for i := range p.Devices {
-		d := p.Devices[i].Device
-		if _, dup := u.index[d.Name]; !dup {
-			u.index[d.Name] = int32(i)
-		}
-		if deviceAllowsMultiple(d) {
-			u.flags[i] |= flagShared
-		}
-		if len(d.ConsumesCounters) > 0 {
-			u.flags[i] |= flagCounters
-		}
-		u.useStart[i] = int32(len(u.uses))
-		for _, c := range d.ConsumesCounters {
-			for name, v := range c.Counters {
-				if s, ok := slot[slotKey{c.CounterSet, name}]; ok {
-					u.uses = append(u.uses, counterUse{slot: s, amount: scaledAmount(v.Value, u.slotMilli[s], true)})
-				}
-			}
-		}
-	}
-	u.useStart[n] = int32(len(u.uses))
 	return u
 }
 
@@ -169,13 +108,13 @@ func (u *PoolUsage) Allocated(i int) bool { return u.users[i] > 0 }
 // InUse reports whether device i is taken: allocated, and not a device
 // that allows multiple allocations. Admin-access requests may use a device
 // that is in use; other requests may not.
-func (u *PoolUsage) InUse(i int) bool { return u.users[i] > 0 && u.flags[i]&flagShared == 0 }
+func (u *PoolUsage) InUse(i int) bool { return u.users[i] > 0 && u.t.flags[i]&flagShared == 0 }
 
 // Fits reports whether the counters device i consumes are available (see
 // the type documentation for the exact rule). Devices that consume no
 // counters always fit.
 func (u *PoolUsage) Fits(i int) bool {
-	f := u.flags[i]
+	f := u.t.flags[i]
 	if f&flagCounters == 0 {
 		return true
 	}
@@ -185,8 +124,14 @@ func (u *PoolUsage) Fits(i int) bool {
 	if u.over > 0 {
 		return false
 	}
-	for _, c := range u.uses[u.useStart[i]:u.useStart[i+1]] {
-		if u.consumed[c.slot]+c.amount > u.capacity[c.slot] {
+	t := u.t
+	for k := t.useStart[i]; k < t.useStart[i+1]; k++ {
+		c := &t.uses[k]
+		if t.big && t.bigUses[k] != nil {
+			if u.bigLeft[c.slot].Cmp(t.bigUses[k]) < 0 {
+				return false
+			}
+		} else if u.left[c.slot] < c.amount {
 			return false
 		}
 	}
@@ -207,7 +152,7 @@ func (u *PoolUsage) CanAllocate(i int) bool { return !u.InUse(i) && u.Fits(i) }
 func (u *PoolUsage) Take(i int) {
 	u.users[i]++
 	if u.users[i] == 1 {
-		u.charge(i, +1)
+		u.charge(i, -1)
 	}
 }
 
@@ -219,21 +164,39 @@ func (u *PoolUsage) Release(i int) {
 	}
 	u.users[i]--
 	if u.users[i] == 0 {
-		u.charge(i, -1)
+		u.charge(i, +1)
 	}
 }
 
+// charge adds (sign +1) or takes (sign -1) what device i consumes to or
+// from the balances.
 func (u *PoolUsage) charge(i int, sign int64) {
-	for _, c := range u.uses[u.useStart[i]:u.useStart[i+1]] {
-		wasOver := u.consumed[c.slot] > u.capacity[c.slot]
-		u.consumed[c.slot] += sign * c.amount
-		isOver := u.consumed[c.slot] > u.capacity[c.slot]
-		switch {
-		case isOver && !wasOver:
-			u.over++
-		case wasOver && !isOver:
-			u.over--
+	t := u.t
+	for k := t.useStart[i]; k < t.useStart[i+1]; k++ {
+		c := &t.uses[k]
+		if t.big && t.bigUses[k] != nil {
+			l := u.bigLeft[c.slot]
+			wasOver := l.Sign() < 0
+			if sign < 0 {
+				l.Sub(l, t.bigUses[k])
+			} else {
+				l.Add(l, t.bigUses[k])
+			}
+			u.countOver(wasOver, l.Sign() < 0)
+			continue
 		}
+		wasOver := u.left[c.slot] < 0
+		u.left[c.slot] += sign * c.amount
+		u.countOver(wasOver, u.left[c.slot] < 0)
+	}
+}
+
+func (u *PoolUsage) countOver(was, is bool) {
+	switch {
+	case is && !was:
+		u.over++
+	case was && !is:
+		u.over--
 	}
 }
 
@@ -241,38 +204,65 @@ func (u *PoolUsage) charge(i int, sign int64) {
 // its capacity (which blocks every counter-consuming device, as upstream).
 func (u *PoolUsage) Overconsumed() bool { return u.over > 0 }
 
-// CounterBalance is one counter of a counter set in the fast fixed-point
-// representation: Capacity and Consumed are in units, or in thousandths
-// when Milli is true.
+// slotOver reports whether slot s is consumed beyond its capacity.
+func (u *PoolUsage) slotOver(s int) bool {
+	if u.bigLeft != nil && u.bigLeft[s] != nil {
+		return u.bigLeft[s].Sign() < 0
+	}
+	return u.left[s] < 0
+}
+
+// consumed returns what allocated devices consume of slot s, exactly, in
+// format f.
+func (u *PoolUsage) consumed(s int, f resource.Format) resource.Quantity {
+	sl := &u.t.slots[s]
+	if u.bigLeft != nil && u.bigLeft[s] != nil {
+		return bigQuantityOf(new(big.Int).Sub(sl.bigCapacity, u.bigLeft[s]), sl.unit, f)
+	}
+	return quantityOf(sl.capacity-u.left[s], sl.unit, f)
+}
+
+// CounterBalance is one counter of a counter set: its capacity and what
+// the allocated and taken devices consume of it, exactly.
 type CounterBalance struct {
 	CounterSet string
 	Counter    string
-	Capacity   int64
-	Consumed   int64
-	Milli      bool
+	Capacity   resource.Quantity
+	Consumed   resource.Quantity
 }
 
 // Balances lists every counter in slot order (counter sets by name, then
 // counters by name). It allocates; it is meant for debugging and tests.
 func (u *PoolUsage) Balances() []CounterBalance {
-	out := make([]CounterBalance, len(u.capacity))
-	for s := range out {
-		out[s] = CounterBalance{
-			CounterSet: u.slotSet[s],
-			Counter:    u.slotCounter[s],
-			Capacity:   u.capacity[s],
-			Consumed:   u.consumed[s],
-			Milli:      u.slotMilli[s],
+	var out []CounterBalance
+	for _, s := range u.t.sets {
+		for k, name := range s.layout.names {
+			capacity := s.layout.counters[name]
+			out = append(out, CounterBalance{
+				CounterSet: s.cs.Name,
+				Counter:    name,
+				Capacity:   capacity,
+				Consumed:   u.consumed(int(s.first)+k, capacity.Format),
+			})
 		}
 	}
 	return out
 }
 
-// reset forgets all allocations (used when rebuilding from the ledger).
-func (u *PoolUsage) reset() {
-	clear(u.users)
-	clear(u.consumed)
-	u.over = 0
+// clone copies the mutable state; the table and index are shared.
+func (u *PoolUsage) clone() *PoolUsage {
+	c := *u
+	c.users = append([]int32(nil), u.users...)
+	c.left = append([]int64(nil), u.left...)
+	if u.bigLeft != nil {
+		c.bigLeft = make([]*big.Int, len(u.bigLeft))
+		for s, l := range u.bigLeft {
+			if l != nil {
+				c.bigLeft[s] = new(big.Int).Set(l)
+			}
+		}
+	}
+	return &c
 }
 
 // deviceAllowsMultiple reports allowMultipleAllocations of an API device.

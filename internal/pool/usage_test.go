@@ -2,7 +2,9 @@ package pool
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 )
@@ -61,8 +63,8 @@ func TestLedgerClaimsConsumeCounters(t *testing.T) {
 		}
 	}
 	for _, b := range u.Balances() {
-		if b.Consumed != 0 {
-			t.Errorf("after removing every claim %s/%s consumed %d", b.CounterSet, b.Counter, b.Consumed)
+		if !b.Consumed.IsZero() {
+			t.Errorf("after removing every claim %s/%s consumed %s", b.CounterSet, b.Counter, b.Consumed.String())
 		}
 	}
 	if l.Claims() != 0 {
@@ -140,8 +142,8 @@ func TestTakeReleaseForTentativeChoices(t *testing.T) {
 		t.Fatal("Release did not restore")
 	}
 	for _, b := range u.Balances() {
-		if b.Consumed != 0 {
-			t.Errorf("%s consumed %d after releasing all", b.Counter, b.Consumed)
+		if !b.Consumed.IsZero() {
+			t.Errorf("%s consumed %s after releasing all", b.Counter, b.Consumed.String())
 		}
 	}
 }
@@ -176,8 +178,8 @@ func TestSharedDeviceIsNeverInUse(t *testing.T) {
 		t.Error("nic2 fits although nic's counters are consumed")
 	}
 	l.AddClaim(claim("b", result{"p", "nic", false}))
-	if got := u.Balances()[0].Consumed; got != 6 {
-		t.Errorf("two allocations of a shared device consumed %d, want 6 (once)", got)
+	if got := u.Balances()[0].Consumed; got.CmpInt64(6) != 0 {
+		t.Errorf("two allocations of a shared device consumed %s, want 6 (once)", got.String())
 	}
 }
 
@@ -251,12 +253,80 @@ func TestFractionalAndHugeCounters(t *testing.T) {
 	if !u.CanAllocate(idx("big")) {
 		t.Error("512Pi of 1Ei does not fit")
 	}
-	// 1n rounds up to 1m of consumption, which still fits 1m capacity.
 	if !u.CanAllocate(idx("nano")) {
 		t.Error("1n of 1m does not fit")
 	}
-	// A capacity of 1.5m rounds down to 1m, so 2m must not fit.
 	if u.CanAllocate(idx("two-milli")) {
 		t.Error("2m fits into 1500u")
+	}
+}
+
+// TestExactCounterArithmetic: counters are compared exactly, whatever their
+// magnitude or precision (kube-scheduler adds resource.Quantity values).
+// Rounding to thousandths or capping large values, as an earlier version
+// did, gets each of these wrong.
+func TestExactCounterArithmetic(t *testing.T) {
+	ss := []*resourceapi.ResourceSlice{
+		mkSlice("c", "p", 1, 2, sets(cset("cs", "fine=1900u", "huge=3e15", "wide=1e18"))),
+		mkSlice("d", "p", 1, 2, devs(
+			dev("one-milli", consumes("cs", "fine=1m")),
+			dev("u950", consumes("cs", "fine=950u")),
+			dev("u900", consumes("cs", "fine=900u")),
+			dev("too-big", consumes("cs", "huge=5e15")),
+			dev("nano", consumes("cs", "wide=1n")),
+			dev("almost-all", consumes("cs", "wide=999999999999999999999999999n")),
+		)),
+	}
+	l, u, idx := usageOf(t, ss...)
+	for _, d := range []string{"one-milli", "u950", "u900", "nano", "almost-all"} {
+		if !u.CanAllocate(idx(d)) {
+			t.Errorf("%s does not fit an empty pool", d)
+		}
+	}
+	if u.CanAllocate(idx("too-big")) {
+		t.Error("5e15 fits a counter of 3e15")
+	}
+
+	// 1m + 950u = 1950u > 1900u; 1m + 900u = 1900u fits exactly.
+	l.AddClaim(claim("a", result{"p", "one-milli", false}))
+	if u.CanAllocate(idx("u950")) {
+		t.Error("950u fits after 1m of 1900u")
+	}
+	if !u.CanAllocate(idx("u900")) {
+		t.Error("900u does not fit after 1m of 1900u")
+	}
+
+	// 1e18 in nano units is 1e27: kept in big.Int, still exact.
+	l.AddClaim(claim("w", result{"p", "almost-all", false}))
+	if !u.CanAllocate(idx("nano")) {
+		t.Error("the last 1n of 1e18 does not fit")
+	}
+	u.Take(idx("nano"))
+	if u.Overconsumed() {
+		t.Error("exactly 1e18 of 1e18 is over-consumed")
+	}
+	u.Release(idx("nano"))
+
+	// 5e15 of a 3e15 counter: over-consumed, which blocks every
+	// counter-consuming device of the pool and makes the pool Degraded.
+	l.AddClaim(claim("h", result{"p", "too-big", false}))
+	if !u.Overconsumed() || u.CanAllocate(idx("u900")) {
+		t.Errorf("5e15 of 3e15: Overconsumed %v, u900 fits %v", u.Overconsumed(), u.CanAllocate(idx("u900")))
+	}
+	r := Assess(u.Pool(), l, t0, time.Time{}, grace)
+	if r.Health != HealthDegraded || !slices.ContainsFunc(r.Problems, func(p Problem) bool {
+		return p.Reason == ReasonCounterOverconsumed && strings.Contains(p.Message, "consume 5e15, capacity is 3e15")
+	}) {
+		t.Errorf("report %s %v", r.Health, r.Problems)
+	}
+	got := map[string]string{}
+	for _, b := range u.Balances() {
+		got[b.Counter] = b.Consumed.String() + "/" + b.Capacity.String()
+	}
+	want := map[string]string{"fine": "1m/1900u", "huge": "5e15/3e15", "wide": "999999999999999999999999999e-9/1e18"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("balance %s = %s, want %s", k, got[k], v)
+		}
 	}
 }

@@ -24,45 +24,6 @@ func duplicateDevice(s *resourceapi.ResourceSlice, name, firstSlice string) Prob
 		"device %s is published in slice %s and again in slice %s", name, firstSlice, s.Name)
 }
 
-// checkConsumption checks that every counter a device consumes exists in a
-// counter set of the pool. It runs after all slices are added because a
-// device and its counter set normally live in different slices.
-//
-// While the pool is incomplete the missing set may simply be in a slice
-// that has not arrived yet (a driver writes its slices one by one), so
-// MissingCounterSet is then a warning; it becomes an error once the pool is
-// complete. A missing counter in a set that is present cannot be explained
-// by a missing slice and is always an error.
-func checkConsumption(p *Pool, complete bool, add func(Problem)) {
-	missingSetSeverity := SeverityError
-	if !complete {
-		missingSetSeverity = SeverityWarning
-	}
-	for i := range p.Devices {
-		d := p.Devices[i].Device
-		for j := range d.ConsumesCounters {
-			c := &d.ConsumesCounters[j]
-			cs := p.CounterSets[c.CounterSet]
-			if cs == nil {
-				msg := "device %s consumes counters from counter set %s that the pool does not define"
-				if !complete {
-					msg += " (the pool is incomplete; the set may be in a slice that has not been published yet)"
-				}
-				add(newProblem(ReasonMissingCounterSet, missingSetSeverity, p.Devices[i].Slice.Name, d.Name,
-					msg, d.Name, c.CounterSet))
-				continue
-			}
-			for name := range c.Counters {
-				if _, ok := cs.Counters[name]; !ok {
-					add(newProblem(ReasonMissingCounter, SeverityError, p.Devices[i].Slice.Name, d.Name,
-						"device %s consumes counter %s that counter set %s does not define",
-						d.Name, name, cs.Name))
-				}
-			}
-		}
-	}
-}
-
 // staleProblem reports slices of older generations. They are normal for a
 // moment while a driver replaces a pool, so this is a warning.
 func staleProblem(p *Pool) Problem {
