@@ -1,0 +1,254 @@
+package claims
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	claimspkg "github.com/drastack/drastack/internal/claims"
+)
+
+func reqOf(ns, name string) ctrl.Request {
+	return ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+}
+
+// pools lists the pools of a claim's allocation.
+func pools(c *resourceapi.ResourceClaim) []string {
+	if c.Status.Allocation == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range c.Status.Allocation.Devices.Results {
+		out = append(out, r.Pool)
+	}
+	return out
+}
+
+// tainted runs the taint loop once, so that the central pools carry the
+// operator's taint (the engine allocates from no other pool).
+func (e *env) tainted() {
+	e.t.Helper()
+	if _, err := (&taintReconciler{r: e.r}).Reconcile(context.Background(), taintKey); err != nil {
+		e.t.Fatal(err)
+	}
+	e.events()
+}
+
+func unschedulableSince(p *corev1.Pod, since time.Time) *corev1.Pod {
+	p.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		LastTransitionTime: metav1.NewTime(since),
+	}}
+	return p
+}
+
+func TestAllocateImmediate(t *testing.T) {
+	ctx := context.Background()
+	// Central: pool mh only. The pool "shared" is kube-scheduler's, and
+	// sorts after mh, so a second claim could only take it.
+	e := newEnv(t, interceptor.Funcs{}, stack("mh"), gpuClass(), node("n1", "4"),
+		poolSlice("mh", "a"), poolSlice("shared", "a"), nodeSlice("n1", "a"),
+		immediateClaim("i1"), immediateClaim("i2"), immediateClaim("i3"))
+	e.tainted()
+	for _, name := range []string{"i1", "i2"} {
+		if _, err := e.r.Reconcile(ctx, reqOf(tns, name)); err != nil {
+			t.Fatalf("Reconcile %s: %v", name, err)
+		}
+		c := e.claim(name)
+		if got := pools(c); len(got) != 1 || got[0] != "mh" {
+			t.Errorf("claim %s allocated from %v, want the central pool mh", name, got)
+		}
+		if !claimspkg.HasFinalizer(c) || c.Status.Allocation.AllocationTimestamp == nil {
+			t.Errorf("claim %s: finalizers %v, timestamp %v; want both", name, c.Finalizers, c.Status.Allocation.AllocationTimestamp)
+		}
+	}
+	if a, b := e.claim("i1").Status.Allocation.Devices.Results[0].Device, e.claim("i2").Status.Allocation.Devices.Results[0].Device; a == b {
+		t.Errorf("claims i1 and i2 both got device %s", a)
+	}
+	// The central pool is full: the third claim waits, although the
+	// shared pool and n1 have free devices.
+	res, err := e.r.Reconcile(ctx, reqOf(tns, "i3"))
+	if err != nil {
+		t.Fatalf("Reconcile i3: %v", err)
+	}
+	if c := e.claim("i3"); c.Status.Allocation != nil {
+		t.Errorf("claim i3 allocated from %v, want it to wait for a central device", pools(c))
+	}
+	if res.RequeueAfter <= 0 {
+		t.Errorf("claim i3 not retried: %+v", res)
+	}
+	evs := e.events()
+	if !hasEvent(evs, corev1.EventTypeNormal, EventAllocated, "mh/") || !hasEvent(evs, corev1.EventTypeWarning, string(claimspkg.OutcomeUnsatisfiable)) {
+		t.Errorf("events %q, want Allocated and Unsatisfiable", evs)
+	}
+	// The outcome is news once: the same failure again emits no Event.
+	if _, err := e.r.Reconcile(ctx, reqOf(tns, "i3")); err != nil {
+		t.Fatal(err)
+	}
+	if evs := e.events(); len(evs) > 0 {
+		t.Errorf("a repeated failure emitted %q", evs)
+	}
+	checkPatches(t, e.patches, allowedPatches)
+}
+
+func TestPlacement(t *testing.T) {
+	ctx := context.Background()
+	// n1 has room for the pod but devices of model a; n2 has model b but
+	// one cpu; n3 has both. Every node-local pool and mh are central.
+	cluster := func(extra ...client.Object) []client.Object {
+		return append([]client.Object{
+			stack("n1", "n2", "n3", "mh"), gpuClass(),
+			node("n1", "4"), node("n2", "1"), node("n3", "4"),
+			nodeSlice("n1", "a"), nodeSlice("n2", "b"), nodeSlice("n3", "b"), poolSlice("mh", "a"),
+		}, extra...)
+	}
+
+	t.Run("a gated pod's CEL claim goes where the pod fits, then the gate is lifted", func(t *testing.T) {
+		e := newEnv(t, interceptor.Funcs{}, cluster(celClaim("c", "b"), gatedPod("p", "2", "c"))...)
+		e.tainted()
+		p := &placementReconciler{r: e.r}
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		c := e.claim("c")
+		if got := pools(c); len(got) != 1 || got[0] != "n3" {
+			t.Errorf("claim allocated from %v, want n3 (where the pod fits and the devices are model b)", got)
+		}
+		if claimspkg.HasGate(e.pod("p")) {
+			t.Errorf("gate not lifted")
+		}
+		evs := e.events()
+		if !hasEvent(evs, corev1.EventTypeNormal, EventAllocated, "node n3") || !hasEvent(evs, corev1.EventTypeNormal, EventGateRemoved, "n3") {
+			t.Errorf("events %q, want Allocated and %s", evs, EventGateRemoved)
+		}
+		checkPatches(t, e.patches, allowedPatches)
+	})
+
+	t.Run("a pod that fits nowhere keeps its gate", func(t *testing.T) {
+		e := newEnv(t, interceptor.Funcs{}, cluster(celClaim("c", "b"), gatedPod("p", "100", "c"))...)
+		e.tainted()
+		p := &placementReconciler{r: e.r}
+		res, err := p.Reconcile(ctx, reqOf(tns, "p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := e.claim("c"); c.Status.Allocation != nil {
+			t.Errorf("claim allocated from %v for a pod that fits nowhere", pools(c))
+		}
+		if !claimspkg.HasGate(e.pod("p")) {
+			t.Errorf("gate lifted for a pod that fits nowhere")
+		}
+		if res.RequeueAfter <= 0 {
+			t.Errorf("not retried: %+v", res)
+		}
+		if evs := e.events(); !hasEvent(evs, corev1.EventTypeWarning, EventUnplaceable, "0/3 nodes are available", "Insufficient cpu") {
+			t.Errorf("events %q, want %s naming the nodes", evs, EventUnplaceable)
+		}
+		if len(e.patches.all()) != 0 {
+			t.Errorf("patches sent: %+v", e.patches.all())
+		}
+	})
+
+	t.Run("claims no node can serve with the pod keep the gate", func(t *testing.T) {
+		// Model c exists nowhere.
+		e := newEnv(t, interceptor.Funcs{}, cluster(celClaim("c", "c"), gatedPod("p", "1", "c"))...)
+		e.tainted()
+		p := &placementReconciler{r: e.r}
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if !claimspkg.HasGate(e.pod("p")) || e.claim("c").Status.Allocation != nil {
+			t.Errorf("gate lifted or claim allocated")
+		}
+		if evs := e.events(); !hasEvent(evs, corev1.EventTypeWarning, EventUnplaceable, "do not fit on") {
+			t.Errorf("events %q, want %s with the engine's reasons", evs, EventUnplaceable)
+		}
+	})
+
+	t.Run("an ungated pod unschedulable past placementTimeout is placed again", func(t *testing.T) {
+		// The claim is the operator's on n3; the pod cannot run there
+		// (say n3 was cordoned after the allocation) and is not gated.
+		pod := unschedulableSince(gatedPod("p", "2", "c"), testStart)
+		pod.Spec.SchedulingGates = nil
+		e := newEnv(t, interceptor.Funcs{}, cluster(allocatedBy(celClaim("c", "b"), "n3", FieldManager), pod)...)
+		e.tainted()
+		p := &placementReconciler{r: e.r}
+
+		e.now = testStart.Add(claimspkg.DefaultPlacementTimeout / 2)
+		res, err := p.Reconcile(ctx, reqOf(tns, "p"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.claim("c").Status.Allocation == nil {
+			t.Fatalf("deallocated before placementTimeout")
+		}
+		if want := claimspkg.DefaultPlacementTimeout / 2; res.RequeueAfter != want {
+			t.Errorf("RequeueAfter %v, want %v (when the timeout ends)", res.RequeueAfter, want)
+		}
+
+		e.now = testStart.Add(claimspkg.DefaultPlacementTimeout + time.Second)
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		c := e.claim("c")
+		if c.Status.Allocation != nil || claimspkg.HasFinalizer(c) {
+			t.Fatalf("claim not deallocated: allocation %v, finalizers %v", pools(c), c.Finalizers)
+		}
+		evs := e.events()
+		if !hasEvent(evs, corev1.EventTypeNormal, EventReplaced, "placementTimeout") || !hasEvent(evs, corev1.EventTypeNormal, EventReplaced, "claim c is placed again") {
+			t.Errorf("events %q, want %s on the claim and the pod", evs, EventReplaced)
+		}
+		checkPatches(t, e.patches, allowedPatches)
+
+		// The claim's update brings the pod back: it is placed again,
+		// where it fits (n3 still), without a gate to lift.
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if got := pools(e.claim("c")); len(got) != 1 || got[0] != "n3" {
+			t.Errorf("placed again on %v, want n3", got)
+		}
+	})
+
+	t.Run("an immediate claim is never moved", func(t *testing.T) {
+		pod := unschedulableSince(gatedPod("p", "2", "c"), testStart)
+		pod.Spec.SchedulingGates = nil
+		claim := allocatedBy(immediateClaim("c"), "n1", FieldManager)
+		e := newEnv(t, interceptor.Funcs{}, cluster(claim, pod)...)
+		e.tainted()
+		e.now = testStart.Add(time.Hour)
+		p := &placementReconciler{r: e.r}
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if e.claim("c").Status.Allocation == nil {
+			t.Errorf("an immediate claim was deallocated")
+		}
+		if len(e.patches.all()) != 0 {
+			t.Errorf("patches sent: %+v", e.patches.all())
+		}
+	})
+
+	t.Run("a claim kube-scheduler allocated is never moved", func(t *testing.T) {
+		pod := unschedulableSince(gatedPod("p", "2", "c"), testStart)
+		pod.Spec.SchedulingGates = nil
+		e := newEnv(t, interceptor.Funcs{}, cluster(allocatedBy(celClaim("c", "b"), "n3", "kube-scheduler"), pod)...)
+		e.tainted()
+		e.now = testStart.Add(time.Hour)
+		p := &placementReconciler{r: e.r}
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if e.claim("c").Status.Allocation == nil {
+			t.Errorf("kube-scheduler's allocation was taken back")
+		}
+	})
+}

@@ -1,0 +1,158 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/drastack/drastack/internal/central"
+)
+
+// rule is a DeviceTaintRule for a pool of tdrv; owned rules carry the
+// operator's labels.
+func rule(name, pool string, owned bool) *resourceapi.DeviceTaintRule {
+	r := &resourceapi.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourceapi.DeviceTaintRuleSpec{
+			DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(tdrv), Pool: ptr.To(pool)},
+			Taint:          central.Taint(),
+		},
+	}
+	if owned {
+		r.Labels = central.RuleLabels()
+	}
+	return r
+}
+
+func (e *env) rules() map[string]*resourceapi.DeviceTaintRule {
+	e.t.Helper()
+	var list resourceapi.DeviceTaintRuleList
+	if err := e.c.List(context.Background(), &list); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]*resourceapi.DeviceTaintRule{}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out
+}
+
+func TestTaintLoop(t *testing.T) {
+	ctx := context.Background()
+	n1, n2, mh := central.RuleName(tdrv, "n1"), central.RuleName(tdrv, "n2"), central.RuleName(tdrv, "mh")
+	cluster := func() []client.Object {
+		return []client.Object{
+			gpuClass(), node("n1", "4"), node("n2", "4"),
+			nodeSlice("n1", "a"), nodeSlice("n2", "a"), poolSlice("mh", "a"), poolSlice("shared", "a"),
+		}
+	}
+
+	t.Run("creates, updates and deletes only the operator's rules", func(t *testing.T) {
+		stale := rule(n1, "n1", true)
+		stale.Spec.Taint.Effect = resourceapi.DeviceTaintEffectNoExecute // not what the operator wants
+		objs := append(cluster(), stack("n1", "n2", "mh"),
+			stale,
+			rule(mh, "mh", false), // an administrator's rule under the name the operator wants
+			rule("drastack-central-gone", "old", true), // the operator's, no longer wanted
+			rule("admin-shared", "shared", false),      // an administrator's
+		)
+		e := newEnv(t, interceptor.Funcs{}, objs...)
+		tr := &taintReconciler{r: e.r}
+		version := e.r.snap.version
+		if _, err := tr.Reconcile(ctx, taintKey); err != nil {
+			t.Fatal(err)
+		}
+		rules := e.rules()
+		var names []string
+		for n := range rules {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		want := []string{"admin-shared", mh, n1, n2}
+		slices.Sort(want)
+		if !slices.Equal(names, want) {
+			t.Fatalf("rules %v, want %v", names, want)
+		}
+		if got := rules[n1].Spec.Taint.Effect; got != central.TaintEffect {
+			t.Errorf("rule %s has effect %s, want it updated to %s", n1, got, central.TaintEffect)
+		}
+		if central.Owned(rules[mh]) || central.Owned(rules["admin-shared"]) {
+			t.Errorf("an administrator's rule was taken over: %v %v", rules[mh].Labels, rules["admin-shared"].Labels)
+		}
+		created := rules[n2]
+		if !central.Owned(created) || len(created.OwnerReferences) != 1 || created.OwnerReferences[0].Name != "default" {
+			t.Errorf("created rule %s: labels %v, owners %v; want the operator's labels and the DRAStack as owner", n2, created.Labels, created.OwnerReferences)
+		}
+		if e.r.snap.version == version {
+			t.Errorf("changed rules did not invalidate the engine session")
+		}
+		checkPatches(t, e.patches, allowedPatches)
+		if len(e.patches.all()) != 1 {
+			t.Errorf("%d patches, want the one update", len(e.patches.all()))
+		}
+		evs := e.events()
+		if !hasEvent(evs, corev1.EventTypeWarning, EventTaintRules, mh, "not the operator's") ||
+			!hasEvent(evs, corev1.EventTypeNormal, EventTaintRules, "1 created, 1 updated, 1 deleted") {
+			t.Errorf("events %q, want the conflict and the change", evs)
+		}
+
+		// Converged: nothing more to write.
+		if _, err := tr.Reconcile(ctx, taintKey); err != nil {
+			t.Fatal(err)
+		}
+		if len(e.patches.all()) != 1 {
+			t.Errorf("a converged reconcile wrote again")
+		}
+		if evs := e.events(); hasEvent(evs, corev1.EventTypeNormal, EventTaintRules) {
+			t.Errorf("a converged reconcile reported a change: %q", evs)
+		}
+	})
+
+	t.Run("without the configuration, rules stay while a pod is gated", func(t *testing.T) {
+		objs := append(cluster(), rule(n1, "n1", true), rule("admin-shared", "shared", false), gatedPod("p", "1", "c"))
+		e := newEnv(t, interceptor.Funcs{}, objs...)
+		tr := &taintReconciler{r: e.r}
+		if _, err := tr.Reconcile(ctx, taintKey); err != nil {
+			t.Fatal(err)
+		}
+		if rules := e.rules(); rules[n1] == nil {
+			t.Fatalf("rule %s deleted while pod p is gated", n1)
+		}
+		// The placement loop lifts the gate (no DRAStack: every gate goes).
+		p := &placementReconciler{r: e.r}
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if e.pod("p").Spec.SchedulingGates != nil {
+			t.Fatalf("gate not lifted without a DRAStack: %v", e.pod("p").Spec.SchedulingGates)
+		}
+		if _, err := tr.Reconcile(ctx, taintKey); err != nil {
+			t.Fatal(err)
+		}
+		rules := e.rules()
+		if rules[n1] != nil || rules["admin-shared"] == nil {
+			t.Errorf("rules %v, want only the administrator's", rules)
+		}
+	})
+
+	t.Run("a refused create is an error", func(t *testing.T) {
+		funcs := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "devicetaintrules"}, obj.GetName(), errors.New("no"))
+		}}
+		e := newEnv(t, funcs, append(cluster(), stack("n1"))...)
+		tr := &taintReconciler{r: e.r}
+		if _, err := tr.Reconcile(ctx, taintKey); !apierrors.IsForbidden(err) {
+			t.Errorf("Reconcile: %v, want the 403", err)
+		}
+	})
+}
