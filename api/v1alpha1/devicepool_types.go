@@ -34,6 +34,7 @@ const (
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
 // +kubebuilder:printcolumn:name="Devices",type=integer,JSONPath=`.status.devices.total`
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.devices.allocated`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.devices.available`
 // +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -66,6 +67,19 @@ type DevicePoolStatus struct {
 	// devices counts the pool's devices by state.
 	// +optional
 	Devices DeviceCounts `json:"devices,omitempty"`
+	// partitionSummary counts, per partition type, the pool's partitionable
+	// devices (devices that consume shared counters) and how many of them
+	// are available right now, like the partitionSummary of the alpha
+	// ResourcePoolStatusRequest. A device's partition type is the value of
+	// the string attribute its slice's partitionTypeAttribute names or,
+	// when the slice sets none, of the driver's own "profile" attribute
+	// (what NVIDIA's GPU driver publishes for MIG devices); devices with
+	// neither attribute are left out. Sorted by attribute, then type.
+	// +listType=map
+	// +listMapKey=attribute
+	// +listMapKey=type
+	// +optional
+	PartitionSummary []PartitionTypeStatus `json:"partitionSummary,omitempty"`
 	// counterSets are the pool's shared counters with their consumption by
 	// allocated devices.
 	// +listType=map
@@ -115,12 +129,67 @@ type SliceCounts struct {
 type DeviceCounts struct {
 	// total devices in the current generation.
 	Total int32 `json:"total"`
-	// allocated devices (in some claim's allocation).
+	// allocated devices: named by an allocation without adminAccess in
+	// some claim (shared devices included; overlaps with tainted).
 	Allocated int32 `json:"allocated"`
-	// tainted devices (NoSchedule or NoExecute).
+	// tainted devices: with a NoSchedule or NoExecute taint from their
+	// slice or from a DeviceTaintRule (overlaps with allocated).
 	Tainted int32 `json:"tainted"`
-	// free devices: neither allocated nor tainted.
+	// free is the same number as available; kept for clients that read
+	// it before available existed.
 	Free int32 `json:"free"`
+	// available devices: what a request without tolerations or admin
+	// access could be given right now: the pool is complete and valid,
+	// the device is not in use, not tainted, and its counters fit.
+	// available plus the fields of unavailable is total.
+	// +optional
+	Available int32 `json:"available"`
+	// shared counts the available devices that allow multiple allocations
+	// and already serve some: shared devices with capacity left.
+	// +optional
+	Shared int32 `json:"shared,omitempty"`
+	// unavailable counts the devices that are not available, each under
+	// the first reason that applies.
+	// +optional
+	Unavailable UnavailableDevices `json:"unavailable,omitempty"`
+}
+
+// UnavailableDevices says why devices are not available. Each device is
+// counted once, under the first of poolUnusable, allocated, tainted and
+// blockedByCounters that applies.
+type UnavailableDevices struct {
+	// poolUnusable: the pool is incomplete or invalid, so the scheduler
+	// allocates none of its devices.
+	// +optional
+	PoolUnusable int32 `json:"poolUnusable,omitempty"`
+	// allocated: in use by an allocation without adminAccess (or a shared
+	// device with a capacity used up).
+	// +optional
+	Allocated int32 `json:"allocated,omitempty"`
+	// tainted: a NoSchedule or NoExecute taint from the device's slice or
+	// from a DeviceTaintRule keeps requests without a toleration away.
+	// +optional
+	Tainted int32 `json:"tainted,omitempty"`
+	// blockedByCounters: the device would over-consume a shared counter
+	// that allocated devices consume (or the pool's counters are already
+	// over-consumed, which blocks every counter-consuming device).
+	// +optional
+	BlockedByCounters int32 `json:"blockedByCounters,omitempty"`
+}
+
+// PartitionTypeStatus counts the devices of one partition type.
+type PartitionTypeStatus struct {
+	// attribute is the fully qualified name of the device attribute whose
+	// value is the partition type: the slice's partitionTypeAttribute, or
+	// <driver>/profile when the slice sets none.
+	Attribute string `json:"attribute"`
+	// type is the partition type (the attribute's value, e.g. "1g.5gb").
+	Type string `json:"type"`
+	// total devices of this type in the pool.
+	Total int32 `json:"total"`
+	// allocatable devices of this type: available right now (see
+	// devices.available).
+	Allocatable int32 `json:"allocatable"`
 }
 
 // CounterSetStatus is one shared counter set.

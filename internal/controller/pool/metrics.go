@@ -27,7 +27,7 @@ var (
 		"1 for the current health of each device pool, with the reason code of its most important problem.",
 		[]string{"driver", "pool", "health", "reason"}, nil)
 	descPoolDevices = prometheus.NewDesc(metricPoolDevices,
-		"Devices of each pool by state: allocated, free (allocatable right now) and tainted (NoSchedule or NoExecute). The states overlap: a tainted device may be allocated.",
+		"Devices of each pool by state. available and the unavailable_* states (pool_unusable, allocated, tainted, blocked_by_counters) count each device once and add up to the total; shared counts available shared devices that already serve allocations; allocated, free (= available) and tainted are the overlapping counts of earlier versions.",
 		[]string{"driver", "pool", "state"}, nil)
 	descCounterUtilisation = prometheus.NewDesc(metricCounterUtilisation,
 		"Consumed / capacity of each shared counter, per pool and counter set; counters with zero capacity are left out.",
@@ -98,6 +98,19 @@ func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPoolDevices, prometheus.GaugeValue, float64(e.devices.Allocated), d, p, "allocated")
 		ch <- prometheus.MustNewConstMetric(descPoolDevices, prometheus.GaugeValue, float64(e.devices.Free), d, p, "free")
 		ch <- prometheus.MustNewConstMetric(descPoolDevices, prometheus.GaugeValue, float64(e.devices.Tainted), d, p, "tainted")
+		for _, s := range []struct {
+			state string
+			n     int32
+		}{
+			{"available", e.devices.Available},
+			{"shared", e.devices.Shared},
+			{"unavailable_pool_unusable", e.devices.Unavailable.PoolUnusable},
+			{"unavailable_allocated", e.devices.Unavailable.Allocated},
+			{"unavailable_tainted", e.devices.Unavailable.Tainted},
+			{"unavailable_blocked_by_counters", e.devices.Unavailable.BlockedByCounters},
+		} {
+			ch <- prometheus.MustNewConstMetric(descPoolDevices, prometheus.GaugeValue, float64(s.n), d, p, s.state)
+		}
 		for _, s := range e.counters {
 			ch <- prometheus.MustNewConstMetric(descCounterUtilisation, prometheus.GaugeValue, s.ratio, d, p, s.set, s.counter)
 		}

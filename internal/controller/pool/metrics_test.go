@@ -18,11 +18,13 @@ func TestMetricsFollowTheBoard(t *testing.T) {
 	c.board.Store(b)
 
 	healthy := v1alpha1.DevicePoolStatus{Health: v1alpha1.PoolHealthy,
-		Devices:     v1alpha1.DeviceCounts{Total: 3, Allocated: 1, Free: 2},
+		Devices: v1alpha1.DeviceCounts{Total: 3, Allocated: 1, Free: 2, Available: 2, Shared: 1,
+			Unavailable: v1alpha1.UnavailableDevices{Allocated: 1}},
 		CounterSets: []v1alpha1.CounterSetStatus{{Name: "gpu-0", Counters: []v1alpha1.CounterStatus{counter("memory", "40Gi", "10Gi"), counter("encoders", "0", "0")}}},
 	}
 	b.set(newEntry(pid("a"), &healthy, nil, false, ""))
-	invalid := v1alpha1.DevicePoolStatus{Health: v1alpha1.PoolInvalid, Reason: "MissingCounter", Devices: v1alpha1.DeviceCounts{Total: 1, Tainted: 1}}
+	invalid := v1alpha1.DevicePoolStatus{Health: v1alpha1.PoolInvalid, Reason: "MissingCounter", Devices: v1alpha1.DeviceCounts{Total: 1, Tainted: 1,
+		Unavailable: v1alpha1.UnavailableDevices{PoolUnusable: 1}}}
 	b.set(newEntry(pid("b"), &invalid, []poolpkg.Problem{
 		{Reason: poolpkg.ReasonMissingCounter, Severity: poolpkg.SeverityError},
 		{Reason: poolpkg.ReasonMissingCounter, Severity: poolpkg.SeverityError},
@@ -43,6 +45,20 @@ func TestMetricsFollowTheBoard(t *testing.T) {
 		`drastack_pool_devices{driver="gpu.example.com",pool="b",state="allocated"} 0`,
 		`drastack_pool_devices{driver="gpu.example.com",pool="b",state="free"} 0`,
 		`drastack_pool_devices{driver="gpu.example.com",pool="b",state="tainted"} 1`,
+		// The exclusive breakdown: available and unavailable_* add up to
+		// the total.
+		`drastack_pool_devices{driver="gpu.example.com",pool="a",state="available"} 2`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="a",state="shared"} 1`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="a",state="unavailable_pool_unusable"} 0`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="a",state="unavailable_allocated"} 1`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="a",state="unavailable_tainted"} 0`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="a",state="unavailable_blocked_by_counters"} 0`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="b",state="available"} 0`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="b",state="shared"} 0`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="b",state="unavailable_pool_unusable"} 1`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="b",state="unavailable_allocated"} 0`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="b",state="unavailable_tainted"} 0`,
+		`drastack_pool_devices{driver="gpu.example.com",pool="b",state="unavailable_blocked_by_counters"} 0`,
 		// encoders has capacity 0: no ratio.
 		`drastack_pool_counter_utilization_ratio{counter="memory",counter_set="gpu-0",driver="gpu.example.com",pool="a"} 0.25`,
 		`drastack_pool_problems{driver="gpu.example.com",pool="b",reason="MissingCounter",severity="Error"} 2`,

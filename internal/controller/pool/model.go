@@ -35,6 +35,15 @@ type model struct {
 	// incompleteSince is when each pool was first seen incomplete (or,
 	// for a pool without slices, first seen gone).
 	incompleteSince map[poolpkg.ID]time.Time
+	// built is each pool as poolpkg.Build made it from its current
+	// slices, dropped whenever one of them changes. Pools are read-only
+	// and the informer's objects are immutable, so a pool whose slices
+	// did not change validates from the same Pool: a resync of 10,000
+	// pools rebuilds none of them.
+	built map[poolpkg.ID]*poolpkg.Pool
+	// rules are the DeviceTaintRules by name (empty when the cluster
+	// serves none).
+	rules map[string]*resourceapi.DeviceTaintRule
 }
 
 func newModel() *model {
@@ -44,6 +53,8 @@ func newModel() *model {
 		nodes:           make(map[string]struct{}),
 		ledger:          poolpkg.NewLedger(),
 		incompleteSince: make(map[poolpkg.ID]time.Time),
+		built:           make(map[poolpkg.ID]*poolpkg.Pool),
+		rules:           make(map[string]*resourceapi.DeviceTaintRule),
 	}
 }
 
@@ -62,6 +73,7 @@ func (m *model) upsertSlice(old, s *resourceapi.ResourceSlice) []poolpkg.ID {
 	defer m.mu.Unlock()
 	id := poolpkg.KeyOf(s)
 	touched := []poolpkg.ID{id}
+	delete(m.built, id)
 	if old != nil {
 		if oldID := poolpkg.KeyOf(old); oldID != id {
 			m.removeLocked(oldID, old)
@@ -98,6 +110,7 @@ func (m *model) removeLocked(id poolpkg.ID, s *resourceapi.ResourceSlice) {
 	if i < 0 {
 		return
 	}
+	delete(m.built, id)
 	m.countNode(sliceNode(list[i]), id, -1)
 	list[i] = list[len(list)-1]
 	list[len(list)-1] = nil
@@ -240,6 +253,77 @@ func (m *model) slicesOf(id poolpkg.ID) []*resourceapi.ResourceSlice {
 	return slices.Clone(m.slices[id])
 }
 
+// pool returns the pool built from its current slices: the one built
+// before when none of them changed since, else a new one (nil when the
+// pool has no slices).
+func (m *model) pool(id poolpkg.ID) *poolpkg.Pool {
+	m.mu.RLock()
+	p, members := m.built[id], m.slices[id]
+	if p == nil {
+		members = slices.Clone(members)
+	}
+	m.mu.RUnlock()
+	if p != nil || len(members) == 0 {
+		return p
+	}
+	// Build outside the lock; keep the result only if the slices are
+	// still the ones it was built from.
+	p = poolpkg.Build(id, members)
+	m.mu.Lock()
+	if slices.Equal(m.slices[id], members) {
+		m.built[id] = p
+	}
+	m.mu.Unlock()
+	return p
+}
+
+// upsertRule records a new or changed DeviceTaintRule and returns the
+// pools whose devices it (or its previous version) may taint.
+func (m *model) upsertRule(old, r *resourceapi.DeviceTaintRule) []poolpkg.ID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old != nil {
+		delete(m.rules, old.Name)
+	}
+	m.rules[r.Name] = r
+	return m.poolsOfLocked(old, r)
+}
+
+// deleteRule forgets a DeviceTaintRule.
+func (m *model) deleteRule(r *resourceapi.DeviceTaintRule) []poolpkg.ID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.rules, r.Name)
+	return m.poolsOfLocked(r)
+}
+
+// poolsOfLocked lists the pools with slices that one of rules selects.
+func (m *model) poolsOfLocked(rules ...*resourceapi.DeviceTaintRule) []poolpkg.ID {
+	var out []poolpkg.ID
+	for id := range m.slices {
+		for _, r := range rules {
+			if r != nil && poolpkg.RuleMatchesPool(r, id) {
+				out = append(out, id)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// rulesOf returns the DeviceTaintRules that may taint devices of a pool.
+func (m *model) rulesOf(id poolpkg.ID) []*resourceapi.DeviceTaintRule {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []*resourceapi.DeviceTaintRule
+	for _, r := range m.rules {
+		if poolpkg.RuleMatchesPool(r, id) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // ids lists every pool that has slices.
 func (m *model) ids() []poolpkg.ID {
 	m.mu.RLock()
@@ -251,11 +335,12 @@ func (m *model) ids() []poolpkg.ID {
 	return out
 }
 
-// assess runs pool.Assess against the ledger.
+// assess runs pool.AssessPool against the ledger and the DeviceTaintRules.
 func (m *model) assess(p *poolpkg.Pool, now, since time.Time, grace time.Duration) poolpkg.Report {
+	rules := m.rulesOf(p.ID)
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return poolpkg.Assess(p, m.ledger, now, since, grace)
+	return poolpkg.AssessPool(p, m.ledger, poolpkg.AssessInput{Now: now, IncompleteSince: since, Grace: grace, TaintRules: rules})
 }
 
 // observeIncomplete returns since when p has been incomplete (zero when it

@@ -57,6 +57,10 @@ type Reconciler struct {
 // setup.go SetupWithManager: ResourceSlice and ResourceClaim informers
 // (cache).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices;resourceclaims,verbs=get;list;watch
+// setup.go SetupWithManager: the DeviceTaintRule informer (cache), only
+// when the API server serves DeviceTaintRules; the pool model counts the
+// devices they taint.
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=get;list;watch
 // setup.go SetupWithManager: the Node metadata informer (cache).
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // setup.go SetupWithManager informer and getDevicePool (cache), Reconcile
@@ -261,9 +265,8 @@ func (r *Reconciler) validate(id poolpkg.ID, prev *v1alpha1.DevicePoolStatus, no
 	start := time.Now()
 	defer func() { validationDuration.Observe(time.Since(start).Seconds()) }()
 
-	members := r.model.slicesOf(id)
-	gone := len(members) == 0
-	var p *poolpkg.Pool
+	p := r.model.pool(id)
+	gone := p == nil
 	if gone {
 		if prev == nil {
 			return verdict{}, false
@@ -273,8 +276,6 @@ func (r *Reconciler) validate(id poolpkg.ID, prev *v1alpha1.DevicePoolStatus, no
 		// period ends: a driver restart that deletes and republishes its
 		// slices does not delete and recreate the DevicePool.
 		p = &poolpkg.Pool{ID: id, Generation: prev.Generation, Node: prev.Node, ExpectedSlices: max(int64(prev.Slices.Expected), 1)}
-	} else {
-		p = poolpkg.Build(id, members)
 	}
 
 	var seed time.Time

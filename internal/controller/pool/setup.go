@@ -63,7 +63,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	cache := mgr.GetCache()
 	nodes := &metav1.PartialObjectMetadata{}
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
-	err := builder.TypedControllerManagedBy[poolpkg.ID](mgr).
+	bld := builder.TypedControllerManagedBy[poolpkg.ID](mgr).
 		Named(ControllerName).
 		WithOptions(controller.TypedOptions[poolpkg.ID]{MaxConcurrentReconciles: workers}).
 		WatchesRawSource(source.TypedKind(cache, &resourceapi.ResourceSlice{}, r.sliceHandler())).
@@ -71,8 +71,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.TypedKind(cache, nodes, r.nodeHandler())).
 		WatchesRawSource(source.TypedKind(cache, &v1alpha1.DevicePool{}, r.devicePoolHandler())).
 		WatchesRawSource(source.TypedKind(cache, &v1alpha1.DRAStack{}, r.stackHandler())).
-		WatchesRawSource(source.TypedFunc[poolpkg.ID](r.resync)).
-		Complete(r)
+		WatchesRawSource(source.TypedFunc[poolpkg.ID](r.resync))
+	// DeviceTaintRules taint devices too, but the API server serves them
+	// only with the DRADeviceTaintRules gate: watch them only when served,
+	// or the cache would wait forever for an informer that cannot sync.
+	switch _, err := mgr.GetRESTMapper().RESTMapping(resourceapi.SchemeGroupVersion.WithKind("DeviceTaintRule").GroupKind(), resourceapi.SchemeGroupVersion.Version); {
+	case err == nil:
+		bld = bld.WatchesRawSource(source.TypedKind(cache, &resourceapi.DeviceTaintRule{}, r.ruleHandler()))
+	case meta.IsNoMatchError(err):
+		logger.Info("resource.k8s.io/v1 DeviceTaintRule is not served (feature gate DRADeviceTaintRules); DevicePools count slice taints only")
+	default:
+		return fmt.Errorf("look up DeviceTaintRule in the API server: %w", err)
+	}
+	err := bld.Complete(r)
 	if err != nil {
 		return fmt.Errorf("build the %s controller: %w", ControllerName, err)
 	}
@@ -118,6 +129,7 @@ func (r *Reconciler) allIDs() []poolpkg.ID {
 type (
 	sliceEvent  = handler.TypedFuncs[*resourceapi.ResourceSlice, poolpkg.ID]
 	claimEvent  = handler.TypedFuncs[*resourceapi.ResourceClaim, poolpkg.ID]
+	ruleEvent   = handler.TypedFuncs[*resourceapi.DeviceTaintRule, poolpkg.ID]
 	metaEvent   = handler.TypedFuncs[*metav1.PartialObjectMetadata, poolpkg.ID]
 	dpEvent     = handler.TypedFuncs[*v1alpha1.DevicePool, poolpkg.ID]
 	stackEvents = handler.TypedFuncs[*v1alpha1.DRAStack, poolpkg.ID]
@@ -150,6 +162,25 @@ func (r *Reconciler) claimHandler() handler.TypedEventHandler[*resourceapi.Resou
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceClaim], q queue) {
 			add(q, r.model.deleteClaim(e.Object))
+		},
+	}
+}
+
+// ruleHandler follows DeviceTaintRules: a rule that appears, changes or
+// goes queues the pools whose devices it may taint.
+func (r *Reconciler) ruleHandler() handler.TypedEventHandler[*resourceapi.DeviceTaintRule, poolpkg.ID] {
+	return ruleEvent{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.DeviceTaintRule], q queue) {
+			add(q, r.model.upsertRule(nil, e.Object))
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.DeviceTaintRule], q queue) {
+			if e.ObjectOld.Generation == e.ObjectNew.Generation {
+				return // status only
+			}
+			add(q, r.model.upsertRule(e.ObjectOld, e.ObjectNew))
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.DeviceTaintRule], q queue) {
+			add(q, r.model.deleteRule(e.Object))
 		},
 	}
 }

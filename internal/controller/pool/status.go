@@ -143,20 +143,20 @@ func buildStatus(in statusInput) v1alpha1.DevicePoolStatus {
 			Allocated: int32(r.Devices.Allocated),
 			Tainted:   int32(r.Devices.Tainted),
 			Free:      int32(r.Devices.Free),
+			Available: int32(r.Availability.Available),
+			Shared:    int32(r.Availability.Shared),
+			Unavailable: v1alpha1.UnavailableDevices{
+				PoolUnusable:      int32(r.Availability.PoolUnusable),
+				Allocated:         int32(r.Availability.Allocated),
+				Tainted:           int32(r.Availability.Tainted),
+				BlockedByCounters: int32(r.Availability.BlockedByCounters),
+			},
 		},
 		Health: v1alpha1.PoolHealth(r.Health),
 		Reason: primaryReason(r),
 	}
-	if len(r.CounterSets) > 0 {
-		st.CounterSets = make([]v1alpha1.CounterSetStatus, 0, len(r.CounterSets))
-	}
-	for _, cs := range r.CounterSets {
-		out := v1alpha1.CounterSetStatus{Name: cs.Name, Counters: make([]v1alpha1.CounterStatus, 0, len(cs.Counters))}
-		for _, c := range cs.Counters {
-			out.Counters = append(out.Counters, v1alpha1.CounterStatus{Name: c.Name, Capacity: c.Capacity, Consumed: c.Consumed})
-		}
-		st.CounterSets = append(st.CounterSets, out)
-	}
+	st.PartitionSummary = partitionSummary(r.Partitions, in.prev)
+	st.CounterSets = counterSets(r.CounterSets, in.prev)
 
 	st.HealthTransitionTime = &now
 	if in.prev != nil && in.prev.Health == st.Health && in.prev.HealthTransitionTime != nil {
@@ -188,6 +188,76 @@ func buildStatus(in statusInput) v1alpha1.DevicePoolStatus {
 	}
 	st.Conditions = statusapply.KeepTransitionTimes(prevConds, conditions(in), now)
 	return st
+}
+
+// partitionSummary maps the report's partitions; the previous status's
+// list is reused when it says the same, so that validating an unchanged
+// pool allocates nothing for it (statuses are never modified once built).
+func partitionSummary(parts []poolpkg.PartitionReport, prev *v1alpha1.DevicePoolStatus) []v1alpha1.PartitionTypeStatus {
+	if len(parts) == 0 {
+		return nil
+	}
+	same := prev != nil && len(prev.PartitionSummary) == len(parts)
+	for i := 0; same && i < len(parts); i++ {
+		p, q := &parts[i], &prev.PartitionSummary[i]
+		same = p.Attribute == q.Attribute && p.Type == q.Type && int32(p.Total) == q.Total && int32(p.Allocatable) == q.Allocatable
+	}
+	if same {
+		return prev.PartitionSummary
+	}
+	out := make([]v1alpha1.PartitionTypeStatus, len(parts))
+	for i, p := range parts {
+		out[i] = v1alpha1.PartitionTypeStatus{Attribute: p.Attribute, Type: p.Type, Total: int32(p.Total), Allocatable: int32(p.Allocatable)}
+	}
+	return out
+}
+
+// counterSets maps the report's counter sets, reusing the previous
+// status's list when it says the same (as partitionSummary does; a MIG
+// node's counters are most of its status).
+func counterSets(sets []poolpkg.CounterSetReport, prev *v1alpha1.DevicePoolStatus) []v1alpha1.CounterSetStatus {
+	if len(sets) == 0 {
+		return nil
+	}
+	if prev != nil && sameCounterSets(sets, prev.CounterSets) {
+		return prev.CounterSets
+	}
+	n := 0
+	for _, cs := range sets {
+		n += len(cs.Counters)
+	}
+	out := make([]v1alpha1.CounterSetStatus, len(sets))
+	all := make([]v1alpha1.CounterStatus, 0, n)
+	for i, cs := range sets {
+		start := len(all)
+		for _, c := range cs.Counters {
+			all = append(all, v1alpha1.CounterStatus{Name: c.Name, Capacity: c.Capacity, Consumed: c.Consumed})
+		}
+		out[i] = v1alpha1.CounterSetStatus{Name: cs.Name, Counters: all[start:len(all):len(all)]}
+	}
+	return out
+}
+
+// sameCounterSets compares by value, as statusEqual does, and formats too:
+// a reused quantity must print as a new one would.
+func sameCounterSets(sets []poolpkg.CounterSetReport, prev []v1alpha1.CounterSetStatus) bool {
+	if len(sets) != len(prev) {
+		return false
+	}
+	for i := range sets {
+		x, y := &sets[i], &prev[i]
+		if x.Name != y.Name || len(x.Counters) != len(y.Counters) {
+			return false
+		}
+		for j := range x.Counters {
+			a, b := &x.Counters[j], &y.Counters[j]
+			if a.Name != b.Name || a.Capacity.Format != b.Capacity.Format || a.Consumed.Format != b.Consumed.Format ||
+				a.Capacity.Cmp(b.Capacity) != 0 || a.Consumed.Cmp(b.Consumed) != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // conditions derives Valid, Complete, Consistent and (for node-local
@@ -255,7 +325,7 @@ func statusEqual(a, b *v1alpha1.DevicePoolStatus) bool {
 		a.Slices != b.Slices || a.Devices != b.Devices || a.Health != b.Health || a.Reason != b.Reason ||
 		a.MoreProblems != b.MoreProblems ||
 		!timeEqual(a.HealthTransitionTime, b.HealthTransitionTime) || !timeEqual(a.IncompleteSince, b.IncompleteSince) ||
-		!slices.Equal(a.Problems, b.Problems) ||
+		!slices.Equal(a.Problems, b.Problems) || !slices.Equal(a.PartitionSummary, b.PartitionSummary) ||
 		len(a.CounterSets) != len(b.CounterSets) || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}

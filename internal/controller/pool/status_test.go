@@ -232,8 +232,16 @@ func TestStatusFromSlicesAndClaims(t *testing.T) {
 			if st.Health != tt.health || st.Reason != tt.reason {
 				t.Errorf("health = %s (%q), want %s (%q); problems %+v", st.Health, st.Reason, tt.health, tt.reason, st.Problems)
 			}
-			if st.Devices != tt.devices {
+			// tt.devices holds the overlapping counts; the exclusive
+			// breakdown must add up to the total, with available = free.
+			legacy := st.Devices
+			legacy.Available, legacy.Shared, legacy.Unavailable = 0, 0, v1alpha1.UnavailableDevices{}
+			if legacy != tt.devices {
 				t.Errorf("devices = %+v, want %+v", st.Devices, tt.devices)
+			}
+			if u := st.Devices.Unavailable; st.Devices.Available != st.Devices.Free ||
+				st.Devices.Available+u.PoolUnusable+u.Allocated+u.Tainted+u.BlockedByCounters != st.Devices.Total {
+				t.Errorf("availability does not add up: %+v", st.Devices)
 			}
 			if st.Slices != tt.slices {
 				t.Errorf("slices = %+v, want %+v", st.Slices, tt.slices)
@@ -410,10 +418,12 @@ func TestStatusEqualSeesEveryField(t *testing.T) {
 	now := metav1.NewTime(t0)
 	base := v1alpha1.DevicePoolStatus{
 		Driver: "d", Pool: "p", Node: "n", Generation: 1,
-		Slices:      v1alpha1.SliceCounts{Current: 1, Expected: 1, Stale: 1},
-		Devices:     v1alpha1.DeviceCounts{Total: 1, Allocated: 1, Tainted: 1, Free: 1},
-		CounterSets: []v1alpha1.CounterSetStatus{{Name: "s", Counters: []v1alpha1.CounterStatus{counter("c", "1", "1")}}},
-		Health:      v1alpha1.PoolHealthy, Reason: "r",
+		Slices: v1alpha1.SliceCounts{Current: 1, Expected: 1, Stale: 1},
+		Devices: v1alpha1.DeviceCounts{Total: 1, Allocated: 1, Tainted: 1, Free: 1, Available: 1, Shared: 1,
+			Unavailable: v1alpha1.UnavailableDevices{PoolUnusable: 1, Allocated: 1, Tainted: 1, BlockedByCounters: 1}},
+		PartitionSummary: []v1alpha1.PartitionTypeStatus{{Attribute: "a", Type: "t", Total: 1, Allocatable: 1}},
+		CounterSets:      []v1alpha1.CounterSetStatus{{Name: "s", Counters: []v1alpha1.CounterStatus{counter("c", "1", "1")}}},
+		Health:           v1alpha1.PoolHealthy, Reason: "r",
 		HealthTransitionTime: &now, IncompleteSince: &now,
 		Problems:     []v1alpha1.PoolProblem{{Reason: "r", Severity: "Error", Slice: "s", Device: "d", Message: "m"}},
 		MoreProblems: 1,
