@@ -55,7 +55,11 @@ type snapshot struct {
 	sessionEngine  string
 	sessionVersion uint64
 	recorded       map[types.UID]bool
-	// toRecord are allocations that appeared since the session was built.
+	// building: sessionFor is building a session outside the lock, from
+	// caches that may miss allocations noted meanwhile.
+	building bool
+	// toRecord are allocations that appeared since the session was built,
+	// kept only for a session that is current or being built.
 	toRecord []*resourceapi.ResourceClaim
 	written  map[types.UID]written
 }
@@ -72,8 +76,25 @@ func newSnapshot(reader client.Reader, cfg *configStore) *snapshot {
 // invalidate drops the session at the next attempt.
 func (s *snapshot) invalidate() {
 	s.mu.Lock()
-	s.version++
+	s.bump()
 	s.mu.Unlock()
+}
+
+// bump invalidates the session; the caller holds s.mu. The stale session
+// is dropped at once, with the UIDs it recorded and the allocations queued
+// for it: the next attempt builds a new one from the caches, and until
+// then they would hold claims that may be long gone (for ever, if the
+// operator allocates nothing again). A worker that holds the engine lock
+// keeps using its own reference to the stale session.
+func (s *snapshot) bump() {
+	s.version++
+	s.session, s.recorded, s.toRecord = nil, map[types.UID]bool{}, nil
+}
+
+// current says whether the session is up to date or being built, so that
+// a new allocation must be queued for it; the caller holds s.mu.
+func (s *snapshot) current() bool {
+	return s.building || (s.session != nil && s.sessionVersion == s.version)
 }
 
 // noteClaim follows a claim's change: a new allocation is recorded into
@@ -88,11 +109,15 @@ func (s *snapshot) noteClaim(old, cur *resourceapi.ResourceClaim) {
 	}
 	switch {
 	case old != nil && old.Status.Allocation != nil && cur.Status.Allocation == nil:
-		s.version++
+		s.bump()
 	case old != nil && old.Status.Allocation != nil && old.Status.Allocation != cur.Status.Allocation &&
 		!sameResults(old.Status.Allocation, cur.Status.Allocation):
-		s.version++
-	case cur.Status.Allocation != nil && (old == nil || old.Status.Allocation == nil):
+		s.bump()
+	case cur.Status.Allocation != nil && (old == nil || old.Status.Allocation == nil) && s.current():
+		// Without a current session nothing is queued: the next session
+		// is built from the caches, which already show this allocation
+		// (otherwise toRecord grew with every allocation in the cluster
+		// while the operator allocated nothing).
 		s.toRecord = append(s.toRecord, cur)
 	}
 }
@@ -103,7 +128,7 @@ func (s *snapshot) noteDeleted(c *resourceapi.ResourceClaim) {
 	defer s.mu.Unlock()
 	delete(s.written, c.UID)
 	if c.Status.Allocation != nil {
-		s.version++
+		s.bump()
 	}
 }
 
@@ -145,7 +170,7 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 				continue
 			}
 			if err := sess.Record(c); err != nil {
-				s.version++
+				s.bump()
 				s.mu.Unlock()
 				return nil, fmt.Errorf("record allocation of %s: %w", allocator.ClaimKey(c), err)
 			}
@@ -156,7 +181,16 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 	}
 	version := s.version
 	s.toRecord = nil
+	s.building = true
 	s.mu.Unlock()
+	built := false
+	defer func() {
+		if !built {
+			s.mu.Lock()
+			s.building = false
+			s.mu.Unlock()
+		}
+	}()
 
 	in, err := s.inputs(ctx)
 	if err != nil {
@@ -172,6 +206,7 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 	}
 	s.mu.Lock()
 	s.session, s.sessionEngine, s.sessionVersion, s.recorded = sess, e.Name(), version, recorded
+	s.building, built = false, true
 	s.mu.Unlock()
 	return sess, nil
 }
@@ -187,7 +222,11 @@ func (s *snapshot) reserve(sess allocator.Session, c *resourceapi.ResourceClaim,
 		return nil
 	}
 	if err := sess.Record(c); err != nil {
-		s.version++ // rebuild rather than trust the session
+		// Rebuild rather than trust the session, and drop the
+		// reservation: nothing writes it (it blocked the devices until
+		// writtenTTL).
+		delete(s.written, c.UID)
+		s.bump()
 		return fmt.Errorf("record allocation of %s: %w", allocator.ClaimKey(c), err)
 	}
 	s.recorded[c.UID] = true
@@ -210,7 +249,7 @@ func (s *snapshot) release(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.written, uid)
-	s.version++
+	s.bump()
 }
 
 // inputs reads everything the engine needs from the caches. The slices
