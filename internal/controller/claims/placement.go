@@ -219,6 +219,12 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 		for i, c := range pc.toPlace {
 			chosen[i].Allocation = stamped(chosen[i].Allocation, now)
 			if err := r.snap.reserve(sess, withAllocation(c, chosen[i].Allocation), now); err != nil {
+				// Nothing writes this placement: drop what it reserved
+				// already, which would otherwise keep its devices from
+				// every other claim for writtenTTL.
+				for _, done := range pc.toPlace[:i] {
+					r.snap.release(done.UID)
+				}
 				return err
 			}
 		}

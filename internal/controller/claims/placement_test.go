@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -13,6 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/allocator/native"
 	claimspkg "github.com/drastack/drastack/internal/claims"
 )
 
@@ -251,4 +255,51 @@ func TestPlacement(t *testing.T) {
 			t.Errorf("kube-scheduler's allocation was taken back")
 		}
 	})
+}
+
+// failingRecord wraps an engine whose sessions refuse to record one claim.
+type failingRecord struct {
+	allocator.Engine
+	claim string
+}
+
+func (f failingRecord) NewSession(ctx context.Context, in allocator.Inputs) (allocator.Session, error) {
+	s, err := f.Engine.NewSession(ctx, in)
+	return failingSession{Session: s, claim: f.claim}, err
+}
+
+type failingSession struct {
+	allocator.Session
+	claim string
+}
+
+func (f failingSession) Record(c *resourceapi.ResourceClaim) error {
+	if c.Name == f.claim {
+		return errors.New("engine state out of step")
+	}
+	return f.Session.Record(c)
+}
+
+// A placement of two claims whose second reservation fails writes nothing
+// and keeps no reservation: a kept one would block its devices for
+// writtenTTL although nothing writes it.
+func TestPlacementReleasesAFailedReservation(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, interceptor.Funcs{}, stack("n1"), gpuClass(), node("n1", "4"), nodeSlice("n1", "a"),
+		celClaim("c1", "a"), celClaim("c2", "a"), gatedPod("p", "1", "c1", "c2"))
+	e.tainted()
+	e.r.Engines[string(v1alpha1.EngineNative)] = failingRecord{Engine: native.New(), claim: "c2"}
+	p := &placementReconciler{r: e.r}
+	if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err == nil {
+		t.Fatal("Reconcile succeeded although a reservation failed")
+	}
+	e.r.snap.mu.Lock()
+	written := len(e.r.snap.written)
+	e.r.snap.mu.Unlock()
+	if written != 0 {
+		t.Errorf("%d reservations kept after the placement failed", written)
+	}
+	if e.claim("c1").Status.Allocation != nil || e.claim("c2").Status.Allocation != nil || !claimspkg.HasGate(e.pod("p")) {
+		t.Errorf("a failed placement wrote something")
+	}
 }
