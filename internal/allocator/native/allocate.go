@@ -113,6 +113,9 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			}
 			continue
 		}
+		if p.deferred != nil {
+			return nil, p.deferred
+		}
 		if p.hasAll {
 			var lerr error
 			err := s.overLimit(p, ni, func(i, b int) int {

@@ -45,9 +45,10 @@ const (
 // SelectorFeatures are the CEL features selectors are compiled with: list
 // attributes (includes()) and consumable capacity (allowMultipleAllocations),
 // the newest environment kube-scheduler offers; stored expressions written
-// for older ones still compile in it. The upstream adapter derives the same
-// from upstream.DefaultFeatures, so a selector means the same in both
-// engines (checked by the differential test).
+// for older ones still compile in it. kube-scheduler compiles selectors as
+// stored expressions, whose environment does not depend on the gates, so
+// one cache serves every feature set (checked by the differential test
+// under several gate combinations).
 var SelectorFeatures = dracel.Features{EnableListTypeAttributes: true, EnableConsumableCapacity: true}
 
 // Option configures an Engine.

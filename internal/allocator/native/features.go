@@ -23,6 +23,16 @@ func stableOnly(f allocator.Features) bool {
 		!f.FractionalCapacityRange && !f.ListTypeAttributes && !f.OptionalNodeOperations
 }
 
+// experimental reports whether kube-scheduler runs its "experimental"
+// allocator under f, the only one that knows skipNodeOperations: it is
+// picked when a gate only it supports is on. The others allocate devices of
+// slices that skip node operations as any other (and write no
+// skipNodeOperations into results); it refuses them unless
+// DRAOptionalNodeOperations is on.
+func experimental(f allocator.Features) bool {
+	return f.ListTypeAttributes || f.OptionalNodeOperations || f.DerivedAttributes || f.CompatibilityGroups
+}
+
 // visibleSlices are the slices as kube-scheduler's allocator sees them
 // under the session's gates:
 //

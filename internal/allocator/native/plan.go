@@ -33,7 +33,16 @@ type plan struct {
 	// strict is set when the plan is searched in kube-scheduler's order
 	// (strict.go).
 	strict bool
+	// deferred is a claim's excess over the per-claim device limit found
+	// after a request for All devices: kube-scheduler checks requests in
+	// order and gives up on a node at the All request first when a pool
+	// it sees is incomplete or invalid, so the claim is invalid only on
+	// the other nodes (see search.run). Planning stops there.
+	deferred error
 }
+
+// errDeferred stops planning once plan.deferred is set.
+var errDeferred = errors.New("planning stopped at an error that depends on the node")
 
 type slot struct {
 	claim int
@@ -67,6 +76,9 @@ type sub struct {
 	// ri and si locate the request (si: the subrequest, -1 for exactly),
 	// for error messages.
 	ri, si int
+	// overLimit: an exactly request whose count is above the per-claim
+	// limit, which makes the claim invalid (planClaim).
+	overLimit bool
 }
 
 // celPlan is one CEL constraint of one claim.
@@ -99,7 +111,9 @@ func (s *Session) buildPlan(claims []*resourceapi.ResourceClaim) (*plan, error) 
 	p.slots = make([]slot, 0, nslots)
 	p.subs = make([]sub, 0, nsubs)
 	for ci, claim := range claims {
-		if err := s.planClaim(p, ci, claim); err != nil {
+		if err := s.planClaim(p, ci, claim); errors.Is(err, errDeferred) {
+			break
+		} else if err != nil {
 			return nil, err
 		}
 	}
@@ -156,9 +170,21 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 		}
 		minDevices += least
 		p.slots = append(p.slots, sl)
-	}
-	if minDevices > resourceapi.AllocationResultsMaxSize {
-		return invalid("spec.devices.requests", fmt.Errorf("asks for at least %d devices, more than the %d a claim can hold", minDevices, resourceapi.AllocationResultsMaxSize))
+		// As kube-scheduler, request by request: an exactly count above
+		// the limit, or the claim's running total passing it.
+		var err error
+		if len(sl.subs) == 1 && sl.subs[0].si < 0 && sl.subs[0].overLimit {
+			err = invalid(requestField(ri, -1)+".count", fmt.Errorf("%d is not between 1 and %d", r.Exactly.Count, resourceapi.AllocationResultsMaxSize))
+		} else if minDevices > resourceapi.AllocationResultsMaxSize {
+			err = invalid("spec.devices.requests", fmt.Errorf("asks for at least %d devices, more than the %d a claim can hold", minDevices, resourceapi.AllocationResultsMaxSize))
+		}
+		if err != nil && p.hasAll {
+			p.deferred = err
+			return errDeferred
+		}
+		if err != nil {
+			return err
+		}
 	}
 	slotsOf := p.slots[first:]
 	after := 0
@@ -421,7 +447,8 @@ func (s *Session) planSub(claim *resourceapi.ResourceClaim, ri, si int, name, cl
 		// count > 0 of it), as kube-scheduler does.
 		// Capped so that sums over a claim's requests cannot overflow.
 		sb.count = int(min(max(count, 1), math.MaxInt32))
-		if count < 0 || (si < 0 && count > maxResults) {
+		sb.overLimit = si < 0 && count > maxResults
+		if count < 0 {
 			return sb, invalid(requestField(ri, si)+".count", fmt.Errorf("%d is not between 1 and %d", count, resourceapi.AllocationResultsMaxSize))
 		}
 	case resourceapi.DeviceAllocationModeAll:

@@ -28,12 +28,14 @@ func (s *Session) results(p *plan, x *search, node int) []allocator.Result {
 			sb := &sl.subs[ch.sub]
 			dev := &s.devs[ch.dev]
 			r := resourceapi.DeviceRequestAllocationResult{
-				Request:            sb.name,
-				Driver:             dev.id.driver,
-				Pool:               dev.id.pool,
-				Device:             dev.id.device,
-				Tolerations:        slices.Clone(sb.tolerations),
-				SkipNodeOperations: slices.Clone(dev.slice.Spec.SkipNodeOperations),
+				Request:     sb.name,
+				Driver:      dev.id.driver,
+				Pool:        dev.id.pool,
+				Device:      dev.id.device,
+				Tolerations: slices.Clone(sb.tolerations),
+			}
+			if s.f.OptionalNodeOperations {
+				r.SkipNodeOperations = slices.Clone(dev.slice.Spec.SkipNodeOperations)
 			}
 			if s.f.BindingAndStatus() {
 				r.BindingConditions = slices.Clone(dev.dev.BindingConditions)

@@ -117,6 +117,9 @@ func (x *search) run(node int) (bool, error) {
 		x.failf("a request asks for all devices, but a pool visible from the node is incomplete or invalid")
 		return false, nil
 	}
+	if x.p.deferred != nil {
+		return false, x.p.deferred
+	}
 	if err := x.load(); err != nil {
 		return false, err
 	}

@@ -46,8 +46,9 @@ type device struct {
 	unselectable bool
 	// refused: the device matches requests but kube-scheduler refuses to
 	// allocate it under the session's gates (skipNodeOperations without
-	// DRAOptionalNodeOperations, counters without DRAPartitionableDevices),
-	// so an All request that matches it fails.
+	// DRAOptionalNodeOperations, where its allocator knows the field: see
+	// experimental; counters without DRAPartitionableDevices), so an All
+	// request that matches it fails.
 	refused bool
 	// nodeOps: the device's slice skips node operations; it can only be
 	// allocated for a node that declares DRAOptionalNodeOperations.
@@ -322,7 +323,7 @@ func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32, f
 		d.usesCounters = len(pd.Device.ConsumesCounters) > 0
 		d.multi = s.f.ConsumableCapacity && ptr.Deref(pd.Device.AllowMultipleAllocations, false)
 		d.unselectable = !s.f.BindingAndStatus() && len(pd.Device.BindingConditions) > 0
-		if len(pd.Slice.Spec.SkipNodeOperations) > 0 {
+		if len(pd.Slice.Spec.SkipNodeOperations) > 0 && experimental(s.f) {
 			d.nodeOps = true
 			d.refused = !s.f.OptionalNodeOperations
 			s.nodeOpsDevs = true

@@ -113,6 +113,11 @@ func allowed(v *big.Rat, p *resourceapi.CapacityRequestPolicy) bool {
 // the right consumed capacity, and a shared device's shares (recorded and
 // new) do not consume more than any capacity.
 func (k *check) checkCapacity() {
+	if !k.features.ConsumableCapacity {
+		// Without the gate no device is shared and capacities are not
+		// consumed (kube-scheduler ignores or refuses capacity requests).
+		return
+	}
 	ids := map[deviceID]map[string]bool{}
 	total := map[deviceID]map[resourceapi.QualifiedName]*big.Rat{}
 	for _, res := range k.results {
