@@ -82,6 +82,7 @@ type stWatch struct {
 	holders    map[string]string
 	held       map[string][]string
 	violations []string
+	reported   map[string]bool
 	stop       chan struct{}
 }
 
@@ -101,7 +102,11 @@ func (w *stWatch) track(name string, results []resourceapi.DeviceRequestAllocati
 		}
 		d := r.Driver + "/" + r.Pool + "/" + r.Device
 		if other, ok := w.holders[d]; ok && other != name {
-			w.violations = append(w.violations, fmt.Sprintf("%s given to %s while %s holds it", d, name, other))
+			v := fmt.Sprintf("%s given to %s while %s holds it", d, name, other)
+			if !w.reported[v] {
+				w.reported[v] = true
+				w.violations = append(w.violations, v)
+			}
 			continue
 		}
 		w.holders[d] = name
@@ -112,7 +117,7 @@ func (w *stWatch) track(name string, results []resourceapi.DeviceRequestAllocati
 func startWatch(t *testing.T, c *cluster.Cluster) *stWatch {
 	t.Helper()
 	w := &stWatch{allocatedAt: map[string]time.Time{}, runningAt: map[string]time.Time{}, allocations: map[string]string{},
-		deallocations: map[string]int{}, holders: map[string]string{}, held: map[string][]string{}, stop: make(chan struct{})}
+		deallocations: map[string]int{}, holders: map[string]string{}, held: map[string][]string{}, reported: map[string]bool{}, stop: make(chan struct{})}
 	f := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(stNamespace))
 	onClaim := func(obj any) {
 		cl, ok := obj.(*resourceapi.ResourceClaim)

@@ -546,13 +546,26 @@ func TestClaims(t *testing.T) {
 			// The node is cordoned before the pod could bind.
 			setUnschedulable(ctx, t, c, placeNode(0), true)
 			begin := time.Now()
-			clWaitEvent(ctx, t, c, clNamespace, "ResourceClaim", name, claimsctrl.EventReplaced, "placementTimeout")
 			pod := waitPodRunning(ctx, t, c, clNamespace, moving.Name)
 			t.Logf("timing: node cordoned -> claim placed again and pod Running on %s in %s", pod.Spec.NodeName, since(begin))
 			if pod.Spec.NodeName != placeNode(1) {
 				t.Errorf("pod %s on %s, want %s", pod.Name, pod.Spec.NodeName, placeNode(1))
 			}
-			clCheckOperatorAllocation(ctx, t, c, name, pod)
+			claim := clCheckOperatorAllocation(ctx, t, c, name, pod)
+			if pool := claim.Status.Allocation.Devices.Results[0].Pool; pool != placeNode(1) {
+				t.Errorf("claim %s finally on %s, want %s", name, pool, placeNode(1))
+			}
+			// Who took the first placement back: kube-scheduler's PostFilter
+			// deallocates an unreserved claim of a pod it cannot schedule
+			// (freeing devices is always safe), or the operator after
+			// placementTimeout, whichever comes first.
+			replaced := 0
+			for _, e := range clEventsOn(ctx, c, clNamespace, "ResourceClaim", name) {
+				if e.Reason == claimsctrl.EventReplaced {
+					replaced++
+				}
+			}
+			t.Logf("claim %s placed again; AllocationReplaced Events by the operator: %d", name, replaced)
 			setUnschedulable(ctx, t, c, placeNode(0), false)
 			clCheckNoRaces(ctx, t, c)
 			return ctx

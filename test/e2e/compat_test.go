@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/central"
+	claimspkg "github.com/drastack/drastack/internal/claims"
+	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/internal/pool"
 	"github.com/drastack/drastack/test/cluster"
@@ -132,13 +136,26 @@ func TestCompatOlderRelease(t *testing.T) {
 	if n := len(got.Status.Allocation.Devices.Results); n != 1 {
 		t.Errorf("allocation of %s has %d devices, want 1: %s", claim.Name, n, clClaimSummary(got))
 	}
+	if by := claimspkg.AllocatedBy(got); by != claimsctrl.FieldManager {
+		t.Errorf("claim %s allocated by %q, want %q", claim.Name, by, claimsctrl.FieldManager)
+	}
+	for _, p := range currentPools(ctx, t, c) {
+		for _, d := range p.Devices {
+			if !slices.ContainsFunc(d.Device.Taints, func(tn resourceapi.DeviceTaint) bool { return tn.Key == central.TaintKey }) {
+				t.Errorf("published device %s of pool %s lacks the central taint", d.Device.Name, p.ID.Pool)
+			}
+		}
+	}
 	t.Logf("on %s: %s", cluster.CompatKubernetesVersion, clClaimSummary(got))
 }
 
-// compatClaimsSpec makes the published driver's devices the operator's:
-// its class is served immediately.
+// compatClaimsSpec makes the published driver's devices central (the
+// publisher writes the taint into its slices, which needs no
+// DeviceTaintRule: 1.36 serves that API in v1beta2 only) and serves its
+// class immediately.
 func compatClaimsSpec() v1alpha1.ClaimsSpec {
-	return v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, ImmediateClasses: []string{compatDriver}, GatePods: ptr.To(true)}
+	return v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, ImmediateClasses: []string{compatDriver}, GatePods: ptr.To(true),
+		Central: []v1alpha1.CentralDevices{{Driver: compatDriver, Classes: []string{compatDriver}}}}
 }
 
 // compatLogDir keeps the older cluster's logs beside the suite's when

@@ -116,3 +116,64 @@ func (b *book) retriable(classChanged bool) []types.NamespacedName {
 	})
 	return out
 }
+
+// nodeMemory remembers, per pod, the node the operator last placed its
+// claims on and the nodes kube-scheduler turned down: when a pod comes back
+// for a new placement without its gate, kube-scheduler had it and did not
+// bind it where its claims were (its PostFilter, or the operator's
+// placementTimeout, took them back), so that node is tried last next time
+// instead of the same placement being made again and again. An entry lives
+// until the pod is bound or deleted. Safe for concurrent use.
+type nodeMemory struct {
+	mu       sync.Mutex
+	placedOn map[types.NamespacedName]string
+	avoid    map[types.NamespacedName]map[string]bool
+}
+
+func newNodeMemory() *nodeMemory {
+	return &nodeMemory{placedOn: map[types.NamespacedName]string{}, avoid: map[types.NamespacedName]map[string]bool{}}
+}
+
+// placed records a placement.
+func (m *nodeMemory) placed(key types.NamespacedName, node string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.placedOn[key] = node
+}
+
+// turnedDown marks the last placement's node as one kube-scheduler did
+// not take, and returns every such node of the pod.
+func (m *nodeMemory) turnedDown(key types.NamespacedName) map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n, ok := m.placedOn[key]; ok {
+		if m.avoid[key] == nil {
+			m.avoid[key] = map[string]bool{}
+		}
+		m.avoid[key][n] = true
+		delete(m.placedOn, key)
+	}
+	return m.avoid[key]
+}
+
+// avoided returns the nodes kube-scheduler turned down for the pod.
+func (m *nodeMemory) avoided(key types.NamespacedName) map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.avoid[key]
+}
+
+// forget drops a pod that was bound or deleted.
+func (m *nodeMemory) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.placedOn, key)
+	delete(m.avoid, key)
+}
+
+// size is how many pods it holds (for tests of flat state).
+func (m *nodeMemory) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return max(len(m.placedOn), len(m.avoid))
+}

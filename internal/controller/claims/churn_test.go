@@ -110,8 +110,8 @@ func TestStateStaysFlatUnderChurn(t *testing.T) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
 			pods := r.podHandler()
-			claimLoop := r.claimHandler(r.claims, r.claimRequests)
-			placementLoop := r.claimHandler(r.pods, r.podsOfClaim)
+			claimLoop := r.claimHandler(r.claims, true, r.claimRequests)
+			placementLoop := r.claimHandler(r.pods, false, r.podsOfClaim)
 			ctx := context.Background()
 			created := func(c *resourceapi.ResourceClaim) {
 				claimLoop.Create(ctx, event.TypedCreateEvent[*resourceapi.ResourceClaim]{Object: c}, q)

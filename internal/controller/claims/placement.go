@@ -170,6 +170,13 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	avoid := r.nodes.avoided(key)
+	if !claimspkg.HasGate(pod) {
+		// Placed before and back without its gate: kube-scheduler did not
+		// bind it there.
+		avoid = r.nodes.turnedDown(key)
+	}
+	candidates = lastTried(candidates, avoid)
 	if len(pc.toPlace) == 0 {
 		// Everything is allocated (immediate claims): the pod may go if a
 		// node suits it and them.
@@ -256,6 +263,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 	}
 	log.FromContext(ctx).V(1).Info("Placed pod", "pod", key, "node", node, "claims", len(pc.toPlace))
 	r.forgetPod(key)
+	r.nodes.placed(key, node)
 	if claimspkg.HasGate(pod) {
 		return ctrl.Result{}, p.liftGate(ctx, pod, fmt.Sprintf("claims allocated for node %s: %s", node, claimNames(append(pc.placed, pc.toPlace...))))
 	}
@@ -294,6 +302,24 @@ func (p *placementReconciler) candidates(ctx context.Context, pod *corev1.Pod, p
 		out = append(out, n)
 	}
 	return out, reasons, len(all), nil
+}
+
+// lastTried moves the nodes in avoid to the end, keeping the order
+// otherwise: they are still tried when nothing else fits.
+func lastTried(nodes []*corev1.Node, avoid map[string]bool) []*corev1.Node {
+	if len(avoid) == 0 {
+		return nodes
+	}
+	out := make([]*corev1.Node, 0, len(nodes))
+	var later []*corev1.Node
+	for _, n := range nodes {
+		if avoid[n.Name] {
+			later = append(later, n)
+		} else {
+			out = append(out, n)
+		}
+	}
+	return append(out, later...)
 }
 
 // unsuited names the first allocated claim whose node selector the node

@@ -73,6 +73,7 @@ type Reconciler struct {
 	snap    *snapshot
 	claims  *book // immediate claims waiting for devices
 	pods    *book // pods waiting for a placement
+	nodes   *nodeMemory
 	backoff workqueue.TypedRateLimiter[types.NamespacedName]
 	// podCache holds the pods the placement loop reads (see placement.go);
 	// nil until SetupWithManager.
@@ -97,6 +98,7 @@ func (r *Reconciler) init() {
 	r.snap = newSnapshot(r.Client, &r.cfg)
 	r.claims = newBook()
 	r.pods = newBook()
+	r.nodes = newNodeMemory()
 	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)
 	r.cfg.set(nil)
 }

@@ -80,7 +80,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	claims := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: claimWorkers}).
-		WatchesRawSource(source.TypedKind(mcache, &resourceapi.ResourceClaim{}, r.claimHandler(r.claims, r.claimRequests))).
+		WatchesRawSource(source.TypedKind(mcache, &resourceapi.ResourceClaim{}, r.claimHandler(r.claims, true, r.claimRequests))).
 		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.claims, r.allClaims)))
 	claims = r.watchDevices(claims, mcache, r.claims)
 	if err := claims.Complete(r); err != nil {
@@ -92,7 +92,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(PlacementControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: placementWorkers}).
 		WatchesRawSource(source.TypedKind(r.podCache.(cache.Cache), &corev1.Pod{}, r.podHandler())).
-		WatchesRawSource(source.TypedKind(mcache, &resourceapi.ResourceClaim{}, r.claimHandler(r.pods, r.podsOfClaim))).
+		WatchesRawSource(source.TypedKind(mcache, &resourceapi.ResourceClaim{}, r.claimHandler(r.pods, false, r.podsOfClaim))).
 		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.pods, r.allPods)))
 	placed = r.watchDevices(placed, mcache, r.pods)
 	if err := placed.Complete(pl); err != nil {
@@ -229,7 +229,10 @@ func versionChanges[T client.Object](changed func(queue), differ func(a, b T) bo
 // claimHandler keeps the snapshot in step with every claim, queues what
 // requests maps a changed claim to, and, when devices are freed (a
 // deallocation or a deletion), retriggers what b waits on.
-func (r *Reconciler) claimHandler(b *book, requests func(context.Context, *resourceapi.ResourceClaim) []reconcile.Request) handler.TypedEventHandler[*resourceapi.ResourceClaim, reconcile.Request] {
+//
+// Both loops watch claims; only the one with note set feeds the snapshot,
+// so that every claim event is noted once.
+func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Context, *resourceapi.ResourceClaim) []reconcile.Request) handler.TypedEventHandler[*resourceapi.ResourceClaim, reconcile.Request] {
 	add := func(ctx context.Context, c *resourceapi.ResourceClaim, q queue) {
 		for _, req := range requests(ctx, c) {
 			q.Add(req)
@@ -237,7 +240,9 @@ func (r *Reconciler) claimHandler(b *book, requests func(context.Context, *resou
 	}
 	return handler.TypedFuncs[*resourceapi.ResourceClaim, reconcile.Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*resourceapi.ResourceClaim], q queue) {
-			r.snap.noteClaim(nil, e.Object)
+			if note {
+				r.snap.noteClaim(nil, e.Object)
+			}
 			add(ctx, e.Object, q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*resourceapi.ResourceClaim], q queue) {
@@ -245,7 +250,9 @@ func (r *Reconciler) claimHandler(b *book, requests func(context.Context, *resou
 			if old.ResourceVersion == cur.ResourceVersion {
 				return
 			}
-			r.snap.noteClaim(old, cur)
+			if note {
+				r.snap.noteClaim(old, cur)
+			}
 			if old.Status.Allocation != nil && cur.Status.Allocation == nil {
 				retrigger(b, q, changeDevices)
 			}
@@ -253,8 +260,10 @@ func (r *Reconciler) claimHandler(b *book, requests func(context.Context, *resou
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceClaim], q queue) {
 			c := e.Object
-			r.snap.noteDeleted(c)
-			r.claims.forget(request(c).NamespacedName)
+			if note {
+				r.snap.noteDeleted(c)
+				r.claims.forget(request(c).NamespacedName)
+			}
 			if c.Status.Allocation != nil {
 				retrigger(b, q, changeDevices)
 			}
@@ -311,10 +320,12 @@ func (r *Reconciler) podHandler() handler.TypedEventHandler[*corev1.Pod, reconci
 			}
 			if e.ObjectOld.Spec.NodeName == "" && e.ObjectNew.Spec.NodeName != "" {
 				r.forgetPod(request(e.ObjectNew).NamespacedName)
+				r.nodes.forget(request(e.ObjectNew).NamespacedName)
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*corev1.Pod], q queue) {
 			r.forgetPod(request(e.Object).NamespacedName)
+			r.nodes.forget(request(e.Object).NamespacedName)
 			if e.Object.Spec.NodeName != "" {
 				retrigger(r.pods, q, changeDevices)
 			}

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -151,6 +152,14 @@ func (s *snapshot) withSession(ctx context.Context, e allocator.Engine, fn func(
 	s.engine.Lock()
 	defer s.engine.Unlock()
 	sess, err := s.sessionFor(ctx, e)
+	// A few rebuilds absorb a burst of changes; beyond that the reconcile
+	// is retried with the queue's backoff.
+	for range 4 {
+		if !errors.Is(err, errSessionChanged) {
+			break
+		}
+		sess, err = s.sessionFor(ctx, e)
+	}
 	if err != nil {
 		return err
 	}
@@ -205,11 +214,45 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 		recorded[c.UID] = true
 	}
 	s.mu.Lock()
-	s.session, s.sessionEngine, s.sessionVersion, s.recorded = sess, e.Name(), version, recorded
+	defer s.mu.Unlock()
 	s.building, built = false, true
-	s.mu.Unlock()
+	if s.version != version {
+		// Invalidated while it was built: the caches it read may lack an
+		// allocation that the invalidation also dropped from toRecord.
+		// Never hand out an incomplete session; the caller retries.
+		return nil, errSessionChanged
+	}
+	s.session, s.sessionEngine, s.sessionVersion, s.recorded = sess, e.Name(), version, recorded
+	// The caches were read at one moment and the reservations (written) at
+	// another: an allocation whose cache event arrived in between is in
+	// neither, but in toRecord. Record those, and every reservation the
+	// session lacks, before anyone allocates from it; otherwise its first
+	// Allocate could hand out their devices again.
+	for _, c := range s.toRecord {
+		if !s.recorded[c.UID] {
+			if err := sess.Record(c); err != nil {
+				s.bump()
+				return nil, fmt.Errorf("record allocation of %s: %w", allocator.ClaimKey(c), err)
+			}
+			s.recorded[c.UID] = true
+		}
+	}
+	s.toRecord = nil
+	for uid, w := range s.written {
+		if !s.recorded[uid] {
+			if err := sess.Record(w.claim); err != nil {
+				s.bump()
+				return nil, fmt.Errorf("record reserved allocation of %s: %w", allocator.ClaimKey(w.claim), err)
+			}
+			s.recorded[uid] = true
+		}
+	}
 	return sess, nil
 }
+
+// errSessionChanged: the cluster changed while a session was built; the
+// reconcile is retried at once.
+var errSessionChanged = errors.New("the cluster changed while the engine's view of it was built; retrying")
 
 // reserve records an allocation chosen for claim c (c carries it in
 // status.allocation) into the session and the inputs, before it is

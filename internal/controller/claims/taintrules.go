@@ -56,7 +56,8 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 		return ctrl.Result{}, fmt.Errorf("list DeviceTaintRules: %w", err)
 	}
 	var desired []resourceapi.DeviceTaintRule
-	if cfg.Active && len(cfg.Central) > 0 {
+	switch {
+	case cfg.Active && len(cfg.Central) > 0:
 		part, err := t.partition(ctx, cfg)
 		if err != nil {
 			// SpecValid of the DRAStack names the field; keep what is.
@@ -64,17 +65,31 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 			return ctrl.Result{}, nil
 		}
 		desired = part.TaintRules()
-	} else if gated, err := t.gatedPods(ctx); err != nil || gated > 0 {
-		log.FromContext(ctx).V(1).Info("DeviceTaintRules stay until no pod is gated", "gated", gated)
-		return ctrl.Result{}, err
+	case cfg.Active:
+		// No central entry left: nothing is central, whatever pods wait
+		// (their claims now need devices the spec no longer names).
+	default:
+		// The DRAStack is gone or going: the placement loop lifts every
+		// gate; the rules go after the last one.
+		gated, err := t.gatedPods(ctx)
+		if err != nil || gated > 0 {
+			log.FromContext(ctx).V(1).Info("DeviceTaintRules stay until no pod is gated", "gated", gated)
+			return ctrl.Result{}, err
+		}
 	}
 	diff, conflicts := central.DiffTaintRules(desired, existing.Items)
 	if len(conflicts) > 0 && haveStack {
 		r.event(&stack, corev1.EventTypeWarning, EventTaintRules, "Taint", "DeviceTaintRules %s exist but are not the operator's; their devices are not central", strings.Join(conflicts, ", "))
 	}
+	// Owned by the DRAStack, so that they go with it even when the
+	// operator is gone; the DRAStack's finalizer (driver removal) keeps it,
+	// and so the rules, until the operator has lifted the gates. No
+	// blockOwnerDeletion: nothing waits for the rules.
 	var owner []metav1.OwnerReference
 	if haveStack && cfg.Active {
-		owner = []metav1.OwnerReference{*metav1.NewControllerRef(&stack, v1alpha1.GroupVersion.WithKind("DRAStack"))}
+		ref := metav1.NewControllerRef(&stack, v1alpha1.GroupVersion.WithKind("DRAStack"))
+		ref.BlockOwnerDeletion = nil
+		owner = []metav1.OwnerReference{*ref}
 	}
 	for i := range diff.Create {
 		rule := &diff.Create[i]
