@@ -13,11 +13,13 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/central"
+	"github.com/drastack/drastack/internal/clusterprobe"
 	claimspkg "github.com/drastack/drastack/internal/claims"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
@@ -165,4 +167,58 @@ func compatLogDir() string {
 		return d + "/compat"
 	}
 	return ""
+}
+
+// TestDefaultGates starts the default release with only its default
+// feature gates, as a cluster whose admin changed nothing, and checks what
+// the cluster probe (under the operator's identity) finds there: the
+// features 1.37 turns on by default, and none of the alpha ones.
+func TestDefaultGates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{DefaultGates: true, StartTimeout: 3 * time.Minute, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop the cluster: %v", err)
+		}
+	}()
+	id, err := c.DeployOperatorIdentity(ctx, operatorDeployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(id.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := (&clusterprobe.Prober{Client: cs, Namespace: metav1.NamespaceDefault}).Probe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := st.Features
+	t.Logf("%s with default gates: API versions %v, features %+v", st.KubernetesVersion, st.ResourceAPIVersions, f)
+	on := map[string]bool{
+		"partitionableDevices": f.PartitionableDevices, "deviceTaints": f.DeviceTaints, "deviceTaintRules": f.DeviceTaintRules,
+		"prioritizedList": f.PrioritizedList, "consumableCapacity": f.ConsumableCapacity, "bindingConditions": f.BindingConditions,
+		"adminAccess": f.AdminAccess, "extendedResources": f.ExtendedResources,
+	}
+	for name, got := range on {
+		if !got {
+			t.Errorf("%s is on by default in %s, the probe says off", name, cluster.KubernetesVersion)
+		}
+	}
+	off := map[string]bool{
+		"listTypeAttributes": f.ListTypeAttributes, "compatibilityGroups": f.CompatibilityGroups, "derivedAttributes": f.DerivedAttributes,
+		"optionalNodeOperations": f.OptionalNodeOperations, "partitionType": f.PartitionType,
+	}
+	for name, got := range off {
+		if got {
+			t.Errorf("%s is alpha (off by default) in %s, the probe says on", name, cluster.KubernetesVersion)
+		}
+	}
+	if f.DeviceTaintRulesVersion != "v1" || slices.Contains(st.ResourceAPIVersions, "v1alpha3") {
+		t.Errorf("default API versions: DeviceTaintRule in %q (want v1), resource.k8s.io versions %v (v1alpha3 is not served by default)", f.DeviceTaintRulesVersion, st.ResourceAPIVersions)
+	}
 }

@@ -21,6 +21,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/operator"
+	"github.com/drastack/drastack/test/cluster"
 )
 
 const stackTimeout = 2 * time.Minute
@@ -76,15 +77,20 @@ func TestStack(t *testing.T) {
 				return st.Status.Cluster != nil && meta.IsStatusConditionTrue(st.Status.Conditions, v1alpha1.ConditionReady)
 			})
 			cs := st.Status.Cluster
-			if cs.KubernetesVersion != "v1.36.3" {
-				t.Errorf("kubernetesVersion = %q, want v1.36.3", cs.KubernetesVersion)
+			if cs.KubernetesVersion != cluster.KubernetesVersion {
+				t.Errorf("kubernetesVersion = %q, want %s", cs.KubernetesVersion, cluster.KubernetesVersion)
 			}
 			if len(cs.ResourceAPIVersions) == 0 || cs.ResourceAPIVersions[0] != "v1" || !slices.Contains(cs.ResourceAPIVersions, "v1beta2") {
 				t.Errorf("resourceAPIVersions = %v, want v1 first and v1beta2 served", cs.ResourceAPIVersions)
 			}
 			f := cs.Features
-			if !f.PartitionableDevices || !f.ListTypeAttributes || !f.DeviceTaints || !f.PrioritizedList || !f.DeviceTaintRules {
-				t.Errorf("features = %+v, want all on (the local cluster enables every gate)", f)
+			// Every DRA gate of the release is on in the local cluster, so
+			// every feature the probe knows must be found.
+			if !f.PartitionableDevices || !f.ListTypeAttributes || !f.DeviceTaints || !f.PrioritizedList || !f.DeviceTaintRules ||
+				!f.ConsumableCapacity || !f.BindingConditions || !f.CompatibilityGroups || !f.DerivedAttributes || !f.OptionalNodeOperations ||
+				!f.PartitionType || !f.ResourcePoolStatusRequests || !f.AdminAccess || !f.ExtendedResources || !f.GranularStatusAuthorization ||
+				f.DeviceTaintRulesVersion != "v1" {
+				t.Errorf("features = %+v, want all on with DeviceTaintRule in v1 (the local cluster enables every DRA gate of %s)", f, cluster.KubernetesVersion)
 			}
 			if st.Status.ObservedGeneration != st.Generation {
 				t.Errorf("observedGeneration = %d, generation %d", st.Status.ObservedGeneration, st.Generation)

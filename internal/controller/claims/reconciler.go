@@ -96,6 +96,7 @@ func (r *Reconciler) init() {
 		r.APIReader = r.Client
 	}
 	r.snap = newSnapshot(r.Client, &r.cfg)
+	r.snap.api = r.APIReader
 	r.claims = newBook()
 	r.pods = newBook()
 	r.nodes = newNodeMemory()
@@ -140,6 +141,9 @@ type configVersion struct {
 	// multiHost are the drivers the operator publishes itself: their
 	// node-less slices carry the central taint in the slice.
 	multiHost []string
+	// features are the engine's switches from the cluster probe (nil: the
+	// engine's defaults).
+	features *allocator.Features
 }
 
 // get returns the configuration in force.
@@ -158,6 +162,14 @@ func (s *configStore) published() []string {
 	return nil
 }
 
+// engineFeatures returns the engine's feature switches for the cluster.
+func (s *configStore) engineFeatures() *allocator.Features {
+	if v := s.cur.Load(); v != nil {
+		return v.features
+	}
+	return nil
+}
+
 // set stores the configuration of a DRAStack (nil: none) and returns it.
 func (s *configStore) set(st *v1alpha1.DRAStack) claimspkg.Config {
 	v := &configVersion{cfg: claimspkg.ConfigFrom(st)}
@@ -165,6 +177,7 @@ func (s *configStore) set(st *v1alpha1.DRAStack) claimspkg.Config {
 		for _, mh := range st.Spec.MultiHost {
 			v.multiHost = append(v.multiHost, mh.Driver)
 		}
+		v.features = claimspkg.EngineFeatures(st.Status.Cluster)
 	}
 	s.cur.Store(v)
 	return v.cfg

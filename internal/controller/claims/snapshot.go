@@ -39,6 +39,12 @@ const writtenTTL = time.Minute
 // Event handlers call the note* methods from informer goroutines.
 type snapshot struct {
 	reader client.Reader
+	// api reads claims from the API server itself, once, before the first
+	// session (see seed); nil skips that (unit tests on a fake client).
+	api client.Reader
+	// seeded: the claims the API server had when this process started are
+	// in written or in the cache.
+	seeded bool
 	// cfg says which devices are central (spec.claims.central).
 	cfg *configStore
 	// taintRules: the cluster serves resource.k8s.io/v1 DeviceTaintRule,
@@ -55,7 +61,10 @@ type snapshot struct {
 	session        allocator.Session
 	sessionEngine  string
 	sessionVersion uint64
-	recorded       map[types.UID]bool
+	// sessionFeatures are the feature switches the session was built with;
+	// a new probe result rebuilds it.
+	sessionFeatures allocator.Features
+	recorded        map[types.UID]bool
 	// building: sessionFor is building a session outside the lock, from
 	// caches that may miss allocations noted meanwhile.
 	building bool
@@ -170,7 +179,9 @@ func (s *snapshot) withSession(ctx context.Context, e allocator.Engine, fn func(
 // changed; the caller holds the engine lock.
 func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocator.Session, error) {
 	s.mu.Lock()
-	if s.session != nil && s.sessionVersion == s.version && s.sessionEngine == e.Name() {
+	features := allocator.FeaturesOf(s.cfg.engineFeatures())
+	features.DeviceTaints = true
+	if s.session != nil && s.sessionVersion == s.version && s.sessionEngine == e.Name() && s.sessionFeatures == features {
 		pending := s.toRecord
 		s.toRecord = nil
 		sess := s.session
@@ -187,6 +198,13 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 		}
 		s.mu.Unlock()
 		return sess, nil
+	}
+	if !s.seeded && s.api != nil {
+		s.mu.Unlock()
+		if err := s.seed(ctx); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
 	}
 	version := s.version
 	s.toRecord = nil
@@ -223,6 +241,7 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 		return nil, errSessionChanged
 	}
 	s.session, s.sessionEngine, s.sessionVersion, s.recorded = sess, e.Name(), version, recorded
+	s.sessionFeatures = allocator.FeaturesOf(in.Features)
 	// The caches were read at one moment and the reservations (written) at
 	// another: an allocation whose cache event arrived in between is in
 	// neither, but in toRecord. Record those, and every reservation the
@@ -248,6 +267,43 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 		}
 	}
 	return sess, nil
+}
+
+// seed reads every claim from the API server with a consistent list and
+// reserves, in written, the allocations the informer cache does not show
+// yet. An informer starts from a list the API server may serve from its
+// watch cache, which can lag behind what was committed: after a restart,
+// allocations the previous operator wrote just before it stopped could be
+// missing from the first sessions, and their devices handed out again.
+// Once the cache shows them, noteClaim drops the reservations.
+func (s *snapshot) seed(ctx context.Context) error {
+	var fresh resourceapi.ResourceClaimList
+	if err := s.api.List(ctx, &fresh); err != nil {
+		return fmt.Errorf("read the claims from the API server: %w", err)
+	}
+	var cached resourceapi.ResourceClaimList
+	if err := s.reader.List(ctx, &cached, client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list ResourceClaims: %w", err)
+	}
+	shown := make(map[types.UID]bool, len(cached.Items))
+	for i := range cached.Items {
+		if cached.Items[i].Status.Allocation != nil {
+			shown[cached.Items[i].UID] = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for i := range fresh.Items {
+		c := &fresh.Items[i]
+		if c.Status.Allocation != nil && !shown[c.UID] {
+			if _, ok := s.written[c.UID]; !ok {
+				s.written[c.UID] = written{claim: c, at: now}
+			}
+		}
+	}
+	s.seeded = true
+	return nil
 }
 
 // errSessionChanged: the cluster changed while a session was built; the
@@ -346,6 +402,15 @@ func (s *snapshot) inputs(ctx context.Context) (allocator.Inputs, error) {
 	}
 	in.Slices = central.EngineView(part, raw, rules)
 	in.Allocated = allocated
+	// The rules are already in the view (they say what is central); the
+	// engine applies the cluster's other gates as kube-scheduler would.
+	// DeviceTaints stays on whatever the cluster says: the view's own
+	// taints are what keep each claim to its side.
+	if f := s.cfg.engineFeatures(); f != nil {
+		withTaints := *f
+		withTaints.DeviceTaints = true
+		in.Features = &withTaints
+	}
 	return in, nil
 }
 
