@@ -520,8 +520,10 @@ func TestClaims(t *testing.T) {
 			})
 			// A pod already on node 0 holds host port 7000; placement does
 			// not look at host ports (kube-scheduler does), so the next pod,
-			// which wants the same port, is placed on node 0 (first by
-			// name) and then cannot be scheduled there.
+			// which wants the same port and may only run on nodes 0 and 1,
+			// is placed on node 0 while node 1 is cordoned, and then cannot
+			// be scheduled there.
+			setUnschedulable(ctx, t, c, placeNode(1), true)
 			blocker := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Namespace: clNamespace, Name: "port-blocker"},
 				Spec: corev1.PodSpec{NodeName: placeNode(0), Containers: []corev1.Container{{
@@ -543,8 +545,10 @@ func TestClaims(t *testing.T) {
 			if pool := first.Status.Allocation.Devices.Results[0].Pool; pool != placeNode(0) {
 				t.Fatalf("claim %s placed on %s, want %s", name, pool, placeNode(0))
 			}
-			// The node is cordoned before the pod could bind.
+			// The node is cordoned before the pod could bind, and node 1 is
+			// open again.
 			setUnschedulable(ctx, t, c, placeNode(0), true)
+			setUnschedulable(ctx, t, c, placeNode(1), false)
 			begin := time.Now()
 			pod := waitPodRunning(ctx, t, c, clNamespace, moving.Name)
 			t.Logf("timing: node cordoned -> claim placed again and pod Running on %s in %s", pod.Spec.NodeName, since(begin))

@@ -19,8 +19,8 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/central"
-	"github.com/drastack/drastack/internal/clusterprobe"
 	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/clusterprobe"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/internal/pool"
