@@ -117,7 +117,9 @@ func TestCompatOlderRelease(t *testing.T) {
 	for _, pr := range pools["tpu-d"].Problems {
 		t.Errorf("pool tpu-d: %s %s: %s", pr.Severity, pr.Reason, pr.Message)
 	}
-	waitHealthyDevicePools(ctx, t, crc, "tpu-d")
+	waitDevicePool(ctx, t, crc, pool.ID{Driver: compatDriver, Pool: "tpu-d"}, "Healthy", func(st *v1alpha1.DevicePoolStatus) bool {
+		return st.Health == v1alpha1.PoolHealthy
+	})
 
 	// One central allocation: an immediate claim for the whole domain,
 	// allocated by the operator before any pod exists.
