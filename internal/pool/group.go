@@ -37,6 +37,23 @@ func compareByName(a, b *resourceapi.ResourceSlice) int {
 	return cmp.Compare(a.UID, b.UID)
 }
 
+// Options change how Group validates. The zero value is the live view that
+// the pool controller, the engines and kubectl dra simulate use.
+type Options struct {
+	// StrictLimits reports a slice over a per-slice limit (the Too*
+	// reasons) as an Error instead of a Warning. The API server refuses
+	// such a slice on write, so offline (kubectl dra validate) it could
+	// never be published; live it can only predate the limit, and
+	// kube-scheduler still allocates from it.
+	StrictLimits bool
+	// CompatibilityGroupsDisabled says the DRADeviceCompatibilityGroups
+	// feature gate is off. kube-scheduler then ignores every slice whose
+	// devices declare consumesCounters[].compatibilityGroups, so the pool
+	// can never be complete: such a slice gets a FeatureGateDisabled
+	// Error.
+	CompatibilityGroupsDisabled bool
+}
+
 // Group groups slices into pools (driver, pool name), picks each pool's
 // current generation, resolves where each device is reachable and validates
 // the pools. Pools are sorted by ID. Nil slices are ignored; the input is
@@ -48,6 +65,11 @@ func compareByName(a, b *resourceapi.ResourceSlice) int {
 // Cost: one sort of the input, then linear work per pool with scratch maps
 // reused across pools.
 func Group(in []*resourceapi.ResourceSlice) []*Pool {
+	return GroupWith(in, Options{})
+}
+
+// GroupWith is Group with validation changed by opts.
+func GroupWith(in []*resourceapi.ResourceSlice, opts Options) []*Pool {
 	sorted := make([]*resourceapi.ResourceSlice, 0, len(in))
 	for _, s := range in {
 		if s != nil {
@@ -67,6 +89,7 @@ func Group(in []*resourceapi.ResourceSlice) []*Pool {
 	out := make([]*Pool, n)
 	b := getBuilder()
 	defer putBuilder(b)
+	b.opts = opts
 	for start, k := 0, 0; start < len(sorted); k++ {
 		id := KeyOf(sorted[start])
 		end := start + 1
@@ -119,6 +142,8 @@ type builder struct {
 	// dups are the indexes in Pool.Devices of devices whose name an
 	// earlier device already has.
 	dups []int
+	// opts of the current Group call (zero for Build).
+	opts Options
 }
 
 var builders = sync.Pool{New: func() any {
@@ -134,6 +159,7 @@ func putBuilder(b *builder) {
 	}
 	clear(b.deviceAt)
 	b.problems = b.problems[:0]
+	b.opts = Options{}
 	if cap(b.uses) > 1<<16 {
 		b.uses, b.decs = nil, nil
 	}
@@ -245,7 +271,10 @@ func (b *builder) addSlice(p *Pool, s *resourceapi.ResourceSlice, add func(Probl
 			"slice %s sets both devices (%d) and sharedCounters (%d); a slice may hold only one of them",
 			s.Name, len(spec.Devices), len(spec.SharedCounters)))
 	}
-	checkLimits(s, add)
+	checkLimits(s, limitSeverity(b.opts.StrictLimits), add)
+	if b.opts.CompatibilityGroupsDisabled {
+		checkCompatibilityGroups(s, p.ID, add)
+	}
 
 	for i := range spec.SharedCounters {
 		cs := &spec.SharedCounters[i]
@@ -273,5 +302,22 @@ func (b *builder) addSlice(p *Pool, s *resourceapi.ResourceSlice, add func(Probl
 			NodeSelector: ds.selector,
 			AllNodes:     ds.allNodes,
 		})
+	}
+}
+
+// checkCompatibilityGroups reports a slice that kube-scheduler ignores
+// because its devices declare compatibility groups while the
+// DRADeviceCompatibilityGroups gate is off. The first such device is named.
+func checkCompatibilityGroups(s *resourceapi.ResourceSlice, id ID, add func(Problem)) {
+	for i := range s.Spec.Devices {
+		d := &s.Spec.Devices[i]
+		for _, c := range d.ConsumesCounters {
+			if len(c.CompatibilityGroups) > 0 {
+				add(newProblem(ReasonFeatureGateDisabled, SeverityError, s.Name, d.Name,
+					"device %s declares compatibility groups (consumesCounters[].compatibilityGroups) while the DRADeviceCompatibilityGroups feature gate is off: kube-scheduler ignores slice %s, so pool %s can never be complete and none of its devices can be allocated",
+					d.Name, s.Name, id))
+				return
+			}
+		}
 	}
 }

@@ -225,7 +225,16 @@ func onlyPool(t interface {
 	Fatalf(string, ...any)
 }, slices ...*resourceapi.ResourceSlice) *Pool {
 	t.Helper()
-	pools := Group(slices)
+	return onlyPoolWith(t, Options{}, slices...)
+}
+
+// onlyPoolWith is onlyPool with GroupWith's options.
+func onlyPoolWith(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, opts Options, slices ...*resourceapi.ResourceSlice) *Pool {
+	t.Helper()
+	pools := GroupWith(slices, opts)
 	if len(pools) != 1 {
 		t.Fatalf("Group returned %d pools, want 1", len(pools))
 	}

@@ -25,6 +25,7 @@ var knownReasons = map[Reason]bool{
 	ReasonCounterOverconsumed:     true,
 	ReasonDeviceDoubleAllocated:   true,
 	ReasonAllocatedDeviceMissing:  true,
+	ReasonFeatureGateDisabled:     true,
 }
 
 // Known reports whether r is one of the reason codes of SEMANTICS.md, so

@@ -43,6 +43,10 @@ const (
 	ReasonCounterOverconsumed     Reason = "CounterOverconsumed"
 	ReasonDeviceDoubleAllocated   Reason = "DeviceDoubleAllocated"
 	ReasonAllocatedDeviceMissing  Reason = "AllocatedDeviceMissing"
+	// ReasonFeatureGateDisabled: a slice sets a field behind a feature
+	// gate the cluster has off, so kube-scheduler ignores the slice and its
+	// pool cannot be used (reported only with Options that name the gate).
+	ReasonFeatureGateDisabled Reason = "FeatureGateDisabled"
 )
 
 // Severity of a problem. Errors make a pool Invalid (or Degraded for

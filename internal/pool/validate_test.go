@@ -21,6 +21,8 @@ type validationCase struct {
 	want     []string
 	// msg, when set, must appear in the first problem's message.
 	msg string
+	// opts are given to GroupWith (zero: Group's live view).
+	opts Options
 }
 
 var validationCases = []validationCase{
@@ -252,9 +254,9 @@ var validationCases = []validationCase{
 }
 
 func TestValidationRules(t *testing.T) {
-	for _, tc := range append(slices.Clone(validationCases), limitCases...) {
+	for _, tc := range append(append(slices.Clone(validationCases), limitCases...), optionCases...) {
 		t.Run(tc.name, func(t *testing.T) {
-			p := onlyPool(t, tc.slices...)
+			p := onlyPoolWith(t, tc.opts, tc.slices...)
 			got := reasons(p.Problems)
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("problems\n got: %q\nwant: %q\nmessages: %v", got, tc.want, p.Problems)
@@ -318,7 +320,7 @@ func TestMissingCounterSetBecomesErrorWhenPoolCompletes(t *testing.T) {
 func TestEveryReasonHasBothCases(t *testing.T) {
 	produced := map[Reason]bool{}
 	counterpart := map[Reason]bool{}
-	for _, tc := range append(slices.Clone(validationCases), limitCases...) {
+	for _, tc := range append(append(slices.Clone(validationCases), limitCases...), optionCases...) {
 		if tc.produces {
 			produced[tc.reason] = true
 		} else {
