@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -37,8 +39,9 @@ func (r *refusals) list() []string {
 }
 
 // withRefusalCounter returns a copy of cfg whose transport records every
-// 403 answer: an RBAC gap shows as a refused request even where the
-// operator only logs the error and retries.
+// request refused by authorization (403 "User ... cannot verb resource"):
+// an RBAC gap shows as a refused request even where the operator only logs
+// the error and retries.
 func withRefusalCounter(cfg *rest.Config) (*rest.Config, *refusals) {
 	r := &refusals{seen: map[string]bool{}}
 	out := rest.CopyConfig(cfg)
@@ -46,7 +49,15 @@ func withRefusalCounter(cfg *rest.Config) (*rest.Config, *refusals) {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			resp, err := rt.RoundTrip(req)
 			if err == nil && resp.StatusCode == http.StatusForbidden {
-				r.add(fmt.Sprintf("%s %s", req.Method, req.URL.Path))
+				// Only authorization refusals count: a 403 also answers a
+				// write into a namespace being deleted, which no RBAC rule
+				// could allow.
+				body, _ := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				if bytes.Contains(body, []byte(" cannot ")) {
+					r.add(fmt.Sprintf("%s %s", req.Method, req.URL.Path))
+				}
 			}
 			return resp, err
 		})

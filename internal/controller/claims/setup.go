@@ -38,11 +38,12 @@ const (
 
 // claimWorkers is how many claims are written at once; placementWorkers
 // how many pods are placed at once. Decisions are serialized on the
-// engine session (see snapshot); the API writes, which take far longer,
-// overlap.
+// engine session (see snapshot) and take microseconds; the two API writes
+// of each allocation take milliseconds to a second on a loaded API
+// server, so many overlap.
 const (
-	claimWorkers     = 4
-	placementWorkers = 4
+	claimWorkers     = 16
+	placementWorkers = 16
 )
 
 // DefaultStatusInterval is how often the DRAStack's claim status is
