@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/drastack/drastack/internal/allocator"
 )
 
 // FuzzDecode feeds arbitrary bytes through the offline input path: split
@@ -42,7 +44,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		pools := assessPools(in.Slices, ledgerFor(in.Claims))
+		pools := assessPools(in.Slices, ledgerFor(in.Claims), offlineOptions(allocator.Kubernetes137Features()))
 		for _, p := range pools {
 			if p.Problems == nil {
 				t.Fatalf("pool %s/%s: problems must be a list, not null", p.Driver, p.Pool)

@@ -60,14 +60,14 @@ type ProblemEntry struct {
 // files carry no time, so a pool is never "incomplete for a while".
 var offlineTime = time.Unix(0, 0).UTC()
 
-// assessPools groups the slices into pools and assesses each with the
-// allocations recorded in ledger (nil for none).
+// assessPools groups the slices into pools with opts and assesses each with
+// the allocations recorded in ledger (nil for none).
 //
 // Offline there is no grace period: an incomplete pool is Incomplete and
 // carries an IncompletePool error right away, because a file is a snapshot
 // and waiting would not change it.
-func assessPools(slices []*resourceapi.ResourceSlice, ledger *pool.Ledger) []PoolEntry {
-	pools := pool.Group(slices)
+func assessPools(slices []*resourceapi.ResourceSlice, ledger *pool.Ledger, opts pool.Options) []PoolEntry {
+	pools := pool.GroupWith(slices, opts)
 	out := make([]PoolEntry, 0, len(pools))
 	for _, p := range pools {
 		r := pool.Assess(p, ledger, offlineTime, offlineTime, 0)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/pool"
 )
 
 const simulateSynopsis = `Allocate the claims read from files, as the scheduler would.
@@ -20,7 +21,7 @@ const simulateSynopsis = `Allocate the claims read from files, as the scheduler 
 Usage:
   kubectl dra simulate -f FILE [-f FILE...] [-o table|json|yaml]
       [--engine native|upstream] [--node NAME] [--timeout 10s]
-      [--features GATE=true|false,...]
+      [--features GATE=true|false,...] [--explain]
 
 Reads the same objects as validate and allocates every ResourceClaim that
 has no status.allocation, in document order; each result counts as allocated
@@ -42,6 +43,12 @@ that can never be allocated as written (a CEL expression that does not
 compile or fails at run time, a broken resource.drastack.io/cel-constraints
 annotation) is not allocated, with the offending field; the others are
 allocated as usual, as kube-scheduler leaves only that claim's pod pending.
+
+With --explain (native engine, central allocation only) every claim is
+explained before it is allocated: a verdict (where it would go, or the
+closest miss and its obstacle), then per group of alike nodes how the
+candidates of each request shrink. docs/cli-explain.md has the shape of
+-o json|yaml.
 
 Exit codes: 0 done (also when claims cannot be allocated or are invalid),
 1 input that cannot be read or decoded, 2 usage error.
@@ -128,6 +135,7 @@ func (a *App) simulate(ctx context.Context, args []string) error {
 	featureSpec := fs.String("features", "", "Feature gates to allocate under, as kube-scheduler's --feature-gates takes them: a comma-separated list of `GATE=true|false` "+
 		"(all=true|false sets every gate first) applied to what Kubernetes 1.37 turns on by default ("+enabledGates(allocator.Kubernetes137Features())+"). "+
 		"Gates: "+strings.Join(allocator.FeatureGateNames(), ", ")+". Example: --features DRAListTypeAttributes=true,DRADeviceCompatibilityGroups=true.")
+	explainFlag := fs.Bool("explain", false, "Explain why each claim is or is not allocated (native engine, without --node).")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -152,9 +160,16 @@ func (a *App) simulate(ctx context.Context, args []string) error {
 		return fs.usagef("--timeout must be positive, not %s", *timeout)
 	}
 
+	if *explainFlag && (*engineName != "native" || *node != "") {
+		return fs.usagef("--explain needs the native engine and no --node")
+	}
+
 	in, err := a.readInput(*files)
 	if err != nil {
 		return err
+	}
+	if *explainFlag {
+		return a.simulateExplain(ctx, in, newEngine(), *timeout, features, *output)
 	}
 	out, err := runSimulation(ctx, newEngine(), in, *node, *timeout, features)
 	if err != nil {
@@ -212,7 +227,7 @@ func runSimulation(ctx context.Context, engine allocator.Engine, in *inputSet, n
 		}
 		out.Results = append(out.Results, r)
 	}
-	out.Pools = assessPools(in.Slices, ledger)
+	out.Pools = assessPools(in.Slices, ledger, pool.Options{})
 	return out, nil
 }
 

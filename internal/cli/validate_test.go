@@ -46,6 +46,45 @@ func TestValidateExitCodesAndMessages(t *testing.T) {
 		wantCode: ExitOK,
 		quietErr: true,
 	}, {
+		name:       "a slice over a per-slice limit is an Error offline",
+		args:       []string{"validate", "-f", "testdata/over-limit.yaml"},
+		wantCode:   ExitOK,
+		wantStdout: []string{"Invalid", "Error TooManyCounterSets (slice node-1-counters): slice node-1-counters defines 9 counter sets, more than the limit of 8"},
+		quietErr:   true,
+	}, {
+		name:       "--strict exits 3 on a slice over a per-slice limit",
+		args:       []string{"validate", "--strict", "-f", "testdata/over-limit.yaml", "-o", "json"},
+		wantCode:   ExitUnhealthy,
+		wantStdout: []string{`"reason": "TooManyCounterSets"`, `"severity": "Error"`, `"health": "Invalid"`},
+		wantStderr: []string{"1 of 1 pools are not Healthy"},
+	}, {
+		name:       "simulate keeps the live view: a limit is a Warning",
+		args:       []string{"simulate", "-f", "testdata/over-limit.yaml", "-o", "json"},
+		wantCode:   ExitOK,
+		wantStdout: []string{`"reason": "TooManyCounterSets"`, `"severity": "Warning"`, `"health": "Healthy"`},
+		quietErr:   true,
+	}, {
+		name:       "compatibility groups under Kubernetes 1.37 defaults (gate off)",
+		args:       []string{"validate", "--strict", "-f", "testdata/compat-groups.yaml"},
+		wantCode:   ExitUnhealthy,
+		wantStdout: []string{"Invalid", "FeatureGateDisabled", "DRADeviceCompatibilityGroups feature gate is off"},
+		wantStderr: []string{"1 of 1 pools are not Healthy"},
+	}, {
+		name:     "compatibility groups with the gate on",
+		args:     []string{"validate", "--strict", "--features", "DRADeviceCompatibilityGroups=true", "-f", "testdata/compat-groups.yaml"},
+		wantCode: ExitOK,
+		quietErr: true,
+	}, {
+		name:     "compatibility groups with every gate on",
+		args:     []string{"validate", "--strict", "--features", "all=true", "-f", "testdata/compat-groups.yaml"},
+		wantCode: ExitOK,
+		quietErr: true,
+	}, {
+		name:       "an unknown feature gate is a usage error",
+		args:       []string{"validate", "--features", "DRANoSuchGate=true", "-f", "testdata/healthy.yaml"},
+		wantCode:   ExitUsage,
+		wantStderr: []string{`unknown feature "DRANoSuchGate"`},
+	}, {
 		name:       "stdin with -f -",
 		args:       []string{"validate", "-f", "-", "-o", "json"},
 		stdin:      mustRead("testdata/missing-counter.yaml"),
@@ -290,7 +329,7 @@ func TestValidateCountsAndEmptyKeys(t *testing.T) {
 
 // TestValidateTableGolden pins the table people read.
 func TestValidateTableGolden(t *testing.T) {
-	for _, name := range []string{"healthy", "missing-counter", "incomplete"} {
+	for _, name := range []string{"healthy", "missing-counter", "incomplete", "over-limit", "compat-groups"} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := run(t, "", nil, "validate", "-f", "testdata/"+name+".yaml")
 			if code != ExitOK {
