@@ -127,18 +127,40 @@ func livePoolEntries(items []drastackv1alpha1.DevicePool, now time.Time) []PoolE
 	return out
 }
 
-// writeLivePoolTable prints the columns of `kubectl get pool` (API.md) with
-// the problems underneath.
+// writeLivePoolTable prints the columns of `kubectl get pool` (API.md),
+// with a utilisation bar after ALLOCATED, and the problems underneath.
 func writeLivePoolTable(w io.Writer, pools []PoolEntry) error {
-	t := &table{header: []string{"NAME", "DRIVER", "POOL", "NODE", "DEVICES", "ALLOCATED", "HEALTH", "REASON", "AGE"}}
+	t := &table{header: []string{"NAME", "DRIVER", "POOL", "NODE", "DEVICES", "ALLOCATED", "UTILIZATION", "HEALTH", "REASON", "AGE"}}
 	for _, p := range pools {
 		t.add([]string{
 			p.name, p.Driver, p.Pool, dash(p.node),
 			strconv.Itoa(p.Devices), strconv.Itoa(p.AllocatedDevices),
+			utilizationBar(p.AllocatedDevices, p.Devices),
 			p.Health, dash(p.reason), p.age,
 		}, problemLines(p.Problems, p.moreProblems)...)
 	}
 	return t.write(w)
+}
+
+// barWidth is the number of cells of a utilisation bar.
+const barWidth = 10
+
+// utilizationBar draws allocated/total devices as a bar of barWidth cells
+// and a percentage, like "[####------] 40%". Both round down, so a full bar
+// and 100% mean every device is allocated, except that any allocation shows
+// at least 1%. A pool without devices shows <none>; more allocated than
+// total (a status written while slices disappear) is capped at 100%.
+func utilizationBar(allocated, total int) string {
+	if total <= 0 {
+		return dash("")
+	}
+	allocated = min(max(allocated, 0), total)
+	cells := allocated * barWidth / total
+	pct := allocated * 100 / total
+	if allocated > 0 && pct == 0 {
+		pct = 1
+	}
+	return "[" + strings.Repeat("#", cells) + strings.Repeat("-", barWidth-cells) + "] " + strconv.Itoa(pct) + "%"
 }
 
 // NewClient reads DevicePools through a kubeconfig: the path given, else

@@ -162,3 +162,25 @@ func TestNewClientKubeconfig(t *testing.T) {
 		t.Errorf("err = %v, want a load kubeconfig error", err)
 	}
 }
+
+func TestUtilizationBar(t *testing.T) {
+	tests := []struct {
+		allocated, total int
+		want             string
+	}{
+		{0, 0, "<none>"},
+		{0, 8, "[----------] 0%"},
+		{4, 10, "[####------] 40%"},
+		{3, 16, "[#---------] 18%"},
+		{1, 200, "[----------] 1%"},
+		{199, 200, "[#########-] 99%"},
+		{8, 8, "[##########] 100%"},
+		{9, 8, "[##########] 100%"},
+		{-1, 8, "[----------] 0%"},
+	}
+	for _, tt := range tests {
+		if got := utilizationBar(tt.allocated, tt.total); got != tt.want {
+			t.Errorf("utilizationBar(%d, %d) = %q, want %q", tt.allocated, tt.total, got, tt.want)
+		}
+	}
+}
