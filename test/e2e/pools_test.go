@@ -101,7 +101,7 @@ func TestPools(t *testing.T) {
 			createSlices(ctx, t, c, gpuPoolSlice(poolsGPUDriver, poolsNode0, poolsNode0, 1, 1, "s0", 4))
 			createSlices(ctx, t, c, migPoolSlices(poolsNode0, poolsNode0, "memory")...)
 			gpu := waitDevicePool(ctx, t, s.crc, poolpkg.ID{Driver: poolsGPUDriver, Pool: poolsNode0}, "Healthy with 4 free GPUs", func(st *v1alpha1.DevicePoolStatus) bool {
-				return st.Health == v1alpha1.PoolHealthy && st.Devices == v1alpha1.DeviceCounts{Total: 4, Free: 4}
+				return st.Health == v1alpha1.PoolHealthy && st.Devices.Total == 4 && st.Devices.Free == 4 && st.Devices.Available == 4 && st.Devices.Allocated == 0
 			})
 			mig := waitDevicePool(ctx, t, s.crc, poolpkg.ID{Driver: poolsMIGDriver, Pool: poolsNode0}, "Healthy with 5 partitions", func(st *v1alpha1.DevicePoolStatus) bool {
 				return st.Health == v1alpha1.PoolHealthy && st.Devices.Total == 5
