@@ -86,7 +86,8 @@ func failsAt(q Request) int {
 
 // progress scores how far the funnels of a group got: steps passed, summed
 // over requests (for a firstAvailable request, its best subrequest), with
-// the candidates left at the failing step breaking ties.
+// the candidates left at the failing step, then unused pools, breaking
+// ties.
 func progress(g *NodeGroup) int {
 	best := map[string]int{}
 	var order []string
@@ -110,6 +111,12 @@ func progress(g *NodeGroup) int {
 	}
 	if g.Fits {
 		total += 1 << 30
+	}
+	// On a tie, the nodes that see an unused pool: it may hold what the
+	// claim is after.
+	total *= 2
+	if len(g.SkippedPools) > 0 {
+		total++
 	}
 	return total
 }

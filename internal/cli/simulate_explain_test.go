@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// explainScenarios are the obstacles of issue 13, one file each, run on
+// testdata/explain/base.yaml, with words the verdict must contain.
+var explainScenarios = []struct {
+	name string
+	want []string
+}{
+	{"selector", []string{"request gpu: 2 devices match the class on node-1, node-2, 0 after selector 1", `quantity("160Gi")`}},
+	{"class", []string{"0 after class nic.example.com selector 1"}},
+	{"taint", []string{"0 after taints not tolerated"}},
+	{"allocated", []string{"0 after devices allocated to ml/team-a"}},
+	{"counter", []string{"on node-3", "counter set mem counter memory needs 30Gi, 10Gi left"}},
+	{"match-attribute", []string{"on node-1", "no value of gpu.example.com/numa is shared by enough devices"}},
+	{"distinct-attribute", []string{"on node-2", "fewer than 2 different values of gpu.example.com/numa"}},
+	{"cel-constraint", []string{"enough devices for every request", "CEL constraints"}},
+	{"invalid-pool", []string{"on node-1", "pools not used: broken.example.com/node-1-broken (Invalid, MissingCounterSet)"}},
+	{"incomplete-pool", []string{"on node-2", "pools not used: fpga.example.com/node-2-fpga (Incomplete, IncompletePool: 1 of 2 slices)"}},
+	{"fits", []string{"fits on node-2: default/h100 gpu: gpu.example.com/node-2/gpu-0"}},
+}
+
+// TestSimulateExplainGolden pins the table and the JSON of simulate
+// --explain for every kind of obstacle and for a claim that fits.
+func TestSimulateExplainGolden(t *testing.T) {
+	for _, sc := range explainScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			files := []string{"-f", "testdata/explain/base.yaml", "-f", "testdata/explain/" + sc.name + ".yaml"}
+			code, table, stderr := run(t, "", nil, append([]string{"simulate", "--explain"}, files...)...)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			code, js, stderr := run(t, "", nil, append([]string{"simulate", "--explain", "-o", "json"}, files...)...)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var out ExplainOutput
+			if err := unmarshalOutput("json", js, &out); err != nil {
+				t.Fatalf("JSON does not decode strictly: %v", err)
+			}
+			if len(out.Explanations) != 1 {
+				t.Fatalf("%d explanations, want 1", len(out.Explanations))
+			}
+			first, _, _ := strings.Cut(table, "\n")
+			if !strings.Contains(first, out.Explanations[0].Verdict) {
+				t.Errorf("table does not start with the verdict %q: %q", out.Explanations[0].Verdict, first)
+			}
+			containsAll(t, "verdict", out.Explanations[0].Verdict, sc.want...)
+			golden(t, "explain-"+sc.name+".txt", table+"---\n"+js)
+		})
+	}
+}
+
+// TestSimulateExplainYAML checks that -o yaml has the keys of -o json.
+func TestSimulateExplainYAML(t *testing.T) {
+	files := []string{"-f", "testdata/explain/base.yaml", "-f", "testdata/explain/counter.yaml"}
+	_, js, _ := run(t, "", nil, append([]string{"simulate", "--explain", "-o", "json"}, files...)...)
+	code, y, stderr := run(t, "", nil, append([]string{"simulate", "--explain", "-o", "yaml"}, files...)...)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var a, b ExplainOutput
+	if err := unmarshalOutput("json", js, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := unmarshalOutput("yaml", y, &b); err != nil {
+		t.Fatal(err)
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) != string(jb) {
+		t.Errorf("yaml and json differ:\n%s\n%s", ja, jb)
+	}
+}
+
+// TestSimulateExplainUsage: --explain is the native engine's, and explains
+// every candidate node, so --node is refused.
+func TestSimulateExplainUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"simulate", "--explain", "--engine", "upstream", "-f", "testdata/explain/base.yaml"},
+		{"simulate", "--explain", "--node", "node-1", "-f", "testdata/explain/base.yaml"},
+	} {
+		if code, _, _ := run(t, "", nil, args...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
+		}
+	}
+}
+
+// TestSimulateExplainSequence: a claim explained as fitting is allocated
+// for the claims after it, so the second one names the first as holder.
+func TestSimulateExplainSequence(t *testing.T) {
+	claims := `
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: first}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com, count: 4}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: second}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com, count: 2}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: third}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com, count: 2}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: fourth}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com}
+`
+	code, js, stderr := run(t, claims, nil, "simulate", "--explain", "-o", "json", "-f", "testdata/explain/base.yaml", "-f", "-")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out ExplainOutput
+	if err := unmarshalOutput("json", js, &out); err != nil {
+		t.Fatal(err)
+	}
+	var fits []bool
+	for _, r := range out.Explanations {
+		fits = append(fits, r.Fits)
+	}
+	if want := []bool{false, true, true, false}; !slices.Equal(fits, want) {
+		t.Fatalf("fits %v, want %v", fits, want)
+	}
+	containsAll(t, "verdict of the fourth claim", out.Explanations[3].Verdict, "allocated to default/second")
+}
