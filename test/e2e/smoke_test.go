@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -235,13 +234,11 @@ func TestSmoke(t *testing.T) {
 			}
 			return ctx
 		}).
-		// Known upstream gap, pinned so that it is noticed when it closes:
-		// kube-scheduler 1.36.3 does not hand DRAListTypeAttributes to its
-		// allocator (AllocatorFeatures in the dynamicresources plugin omits
-		// it), so a matchAttribute between a scalar and a list value never
-		// matches and such a claim must be allocated by someone else (the
-		// drastack claim controller).
-		Assess("kube-scheduler 1.36.3 cannot match a GPU's pcieRoot against a CPU's list", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		// kube-scheduler 1.36.3 did not hand DRAListTypeAttributes to its
+		// allocator, so a matchAttribute between a scalar and a list value
+		// never matched there; 1.37.2 does (the gate is on in the local
+		// cluster), so the pod runs with a GPU and a CPU of one PCIe root.
+		Assess("kube-scheduler 1.37 matches a GPU's pcieRoot against a CPU's list", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			alignedClasses(ctx, t, c)
 			alignedTemplate(ctx, t, c, "gpu-cpu", []string{"gpu", "cpu"})
@@ -249,23 +246,10 @@ func TestSmoke(t *testing.T) {
 				_, err := c.Client.CoreV1().Pods(smokeNamespace).Create(ctx, claimPod(smokeNamespace, "gpu-cpu", "gpu-cpu"), metav1.CreateOptions{})
 				return err
 			})
-			err := wait.PollUntilContextTimeout(ctx, pollInterval, podTimeout, true, func(ctx context.Context) (bool, error) {
-				pod, err := c.Client.CoreV1().Pods(smokeNamespace).Get(ctx, "gpu-cpu", metav1.GetOptions{})
-				if err != nil {
-					return false, nil //nolint:nilerr // keep polling
-				}
-				if pod.Spec.NodeName != "" {
-					return false, fmt.Errorf("pod was scheduled to %s: kube-scheduler now matches list attributes, update this test and SEMANTICS.md", pod.Spec.NodeName)
-				}
-				for _, cond := range pod.Status.Conditions {
-					if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable && strings.Contains(cond.Message, "cannot allocate all claims") {
-						return true, nil
-					}
-				}
-				return false, nil
-			})
-			if err != nil {
-				t.Errorf("pod gpu-cpu: %v", err)
+			pod := waitPodRunning(ctx, t, c, smokeNamespace, "gpu-cpu")
+			results := allocatedDevices(ctx, t, c.Client, pod)
+			if len(results) != 2 {
+				t.Errorf("pod gpu-cpu got %d devices, want a GPU and a CPU: %v", len(results), results)
 			}
 			_ = c.Client.CoreV1().Pods(smokeNamespace).Delete(ctx, "gpu-cpu", metav1.DeleteOptions{})
 			return ctx
