@@ -74,6 +74,7 @@ type command struct {
 var commands = []command{
 	{"validate", "validate the resource pools of ResourceSlices read from files", (*App).validate},
 	{"simulate", "allocate the claims read from files, as the scheduler would", (*App).simulate},
+	{"explain", "explain why a claim read from files is or is not allocated", (*App).explainClaim},
 	{"pools", "show the DevicePools of the cluster with their problems", (*App).pools},
 }
 

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/allocator/explain"
+)
+
+const explainSynopsis = `Explain why a claim read from files is or is not allocated.
+
+Usage:
+  kubectl dra explain -f FILE [-f FILE...] claim/NAME [-n NAMESPACE]
+      [-o table|json|yaml] [--timeout 10s] [--features GATE=true|false,...]
+
+Reads the same objects as simulate and explains claim NAME (namespace
+default unless -n) in the state the files describe: the claims with
+status.allocation hold their devices, the others are not allocated. A claim
+without status.allocation gets the verdict of simulate --explain (where it
+would go, or the closest miss and its obstacle) and one funnel table per
+group of alike nodes; an allocated claim is explained where it is, with
+its devices. The output is one entry of simulate --explain
+(docs/cli-explain.md).
+
+Exit codes: 0 done (also when the claim cannot be allocated), 1 input that
+cannot be read or decoded, 2 usage error (also a claim not in the files).
+`
+
+// explainClaim runs kubectl dra explain on files.
+func (a *App) explainClaim(ctx context.Context, args []string) error {
+	fs := newFlagSet("explain", explainSynopsis)
+	files := fs.fileFlag()
+	output := fs.outputFlag()
+	namespace := fs.StringP("namespace", "n", "default", "Namespace of the claim.")
+	timeout := fs.Duration("timeout", explain.DefaultTimeout, "Time limit of the explanation.")
+	featureSpec := fs.String("features", "", "Feature gates, as simulate --features takes them.")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	features, err := allocator.ParseFeatures(allocator.Kubernetes137Features(), *featureSpec)
+	if err != nil {
+		return fs.usagef("--features: %v", err)
+	}
+	if fs.NArg() != 1 {
+		return fs.usagef("want exactly one claim/NAME, got %q", fs.Args())
+	}
+	kind, name, ok := strings.Cut(fs.Arg(0), "/")
+	if !ok || name == "" || (kind != "claim" && kind != "resourceclaim" && kind != "resourceclaims") {
+		return fs.usagef("want claim/NAME, not %q (pods are explained live, which is not offered yet)", fs.Arg(0))
+	}
+	if err := fs.checkOutput(*output); err != nil {
+		return err
+	}
+	if err := fs.checkFiles(*files); err != nil {
+		return err
+	}
+	if *timeout <= 0 {
+		return fs.usagef("--timeout must be positive, not %s", *timeout)
+	}
+	in, err := a.readInput(*files)
+	if err != nil {
+		return err
+	}
+	var target *resourceapi.ResourceClaim
+	var allocated []*resourceapi.ResourceClaim
+	for _, c := range in.Claims {
+		if c.Namespace == *namespace && c.Name == name {
+			target = c
+		} else if c.Status.Allocation != nil {
+			allocated = append(allocated, c)
+		}
+	}
+	if target == nil {
+		return fs.usagef("claim %s/%s is not in the files", *namespace, name)
+	}
+	rep, err := explainOne(ctx, a.Engines[defaultEngine](), in, target, allocated, *timeout, features)
+	if err != nil {
+		return err
+	}
+	out := &ExplainOutput{Engine: "native", Explanations: []*explain.Report{rep}}
+	if *output != outputTable {
+		return writeStructured(a.Stdout, *output, out)
+	}
+	return writeExplainTable(a.Stdout, out)
+}
+
+// explainOne explains one claim; an allocated claim is described where it is.
+func explainOne(ctx context.Context, engine allocator.Engine, in *inputSet, c *resourceapi.ResourceClaim, allocated []*resourceapi.ResourceClaim,
+	timeout time.Duration, features allocator.Features) (*explain.Report, error) {
+	key := allocator.ClaimKey(c)
+	if a := c.Status.Allocation; a != nil {
+		rep := &explain.Report{Claims: []string{key}, Fits: true, Groups: []explain.NodeGroup{}}
+		for _, d := range a.Devices.Results {
+			rep.Devices = append(rep.Devices, fmt.Sprintf("%s %s: %s/%s/%s", key, d.Request, d.Driver, d.Pool, d.Device))
+		}
+		rep.Verdict = "allocated (status.allocation): " + strings.Join(rep.Devices, ", ")
+		return rep, nil
+	}
+	if err := checkCELConstraintsAnnotation(c); err != nil {
+		r := ClaimResult{}
+		in.markInvalid(&r, err)
+		return &explain.Report{Claims: []string{key}, Invalid: true, Reason: r.Reason, Verdict: r.Reason, Groups: []explain.NodeGroup{}}, nil
+	}
+	rep, err := explain.Explain(ctx, engine, allocator.Inputs{
+		Slices:     in.Slices,
+		Classes:    in.Classes,
+		Nodes:      withSliceNodes(in.Nodes, in.Slices),
+		Allocated:  allocated,
+		TaintRules: in.TaintRules,
+		Features:   &features,
+	}, []*resourceapi.ResourceClaim{c}, explain.Options{Timeout: timeout})
+	if err != nil {
+		return nil, in.claimError(err, c)
+	}
+	if rep.Groups == nil {
+		rep.Groups = []explain.NodeGroup{}
+	}
+	return rep, nil
+}
