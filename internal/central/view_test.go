@@ -1,4 +1,7 @@
-package central
+package central_test
+
+// An external test package: it drives the native engine, which imports
+// package central itself.
 
 import (
 	"context"
@@ -13,7 +16,33 @@ import (
 	"github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/allocator/native"
+	. "github.com/drastack/drastack/internal/central"
 )
+
+func nodeSlice(name, driver, pool, node string, devices ...string) *resourcev1.ResourceSlice {
+	s := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver: driver, NodeName: &node,
+			Pool: resourcev1.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
+		},
+	}
+	for _, d := range devices {
+		s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{Name: d})
+	}
+	return s
+}
+
+func tainted(s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
+	for i := range s.Spec.Devices {
+		s.Spec.Devices[i].Taints = append(s.Spec.Devices[i].Taints, Taint())
+	}
+	return s
+}
+
+func namedNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
 
 // TestEngineViewSeparatesTheAllocators runs the native engine on the
 // engine view: whatever the order of pools, an operator claim only ever
@@ -22,16 +51,23 @@ import (
 func TestEngineViewSeparatesTheAllocators(t *testing.T) {
 	entries := []v1alpha1.CentralDevices{{Driver: "gpu", Pools: []string{"central", "untainted"}}}
 	slices := []*resourcev1.ResourceSlice{
-		slice("gpu-open", "gpu", "open", "n1", "o0", "o1"),
-		withTaint(slice("gpu-central", "gpu", "central", "n1", "c0", "c1")),
+		nodeSlice("gpu-open", "gpu", "open", "n1", "o0", "o1"),
+		tainted(nodeSlice("gpu-central", "gpu", "central", "n1", "c0", "c1")),
 		// Central, but the rule is not in place yet: nobody may use it
 		// as central, and kube-scheduler still can.
-		slice("gpu-untainted", "gpu", "untainted", "n1", "u0"),
+		nodeSlice("gpu-untainted", "gpu", "untainted", "n1", "u0"),
 		// A DeviceTaintRule of someone else taints this pool.
-		slice("gpu-foreign", "gpu", "foreign", "n1", "f0"),
+		nodeSlice("gpu-foreign", "gpu", "foreign", "n1", "f0"),
 	}
-	foreign := rule("maintenance", false, sel("gpu", "foreign", ""), resourcev1.DeviceTaint{Key: "example.com/maintenance", Effect: resourcev1.DeviceTaintEffectNoSchedule})
-	p, err := NewPartition(Inputs{Entries: entries, Slices: slices, Nodes: []*corev1.Node{node("n1", nil)}})
+	driver, pool := "gpu", "foreign"
+	foreign := resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "maintenance"},
+		Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: &driver, Pool: &pool},
+			Taint:          resourcev1.DeviceTaint{Key: "example.com/maintenance", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+		},
+	}
+	p, err := NewPartition(Inputs{Entries: entries, Slices: slices, Nodes: []*corev1.Node{namedNode("n1")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +99,7 @@ func TestEngineViewSeparatesTheAllocators(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sess, err := native.New().NewSession(context.Background(), allocator.Inputs{
-				Slices: view, Classes: []*resourcev1.DeviceClass{class}, Nodes: []*corev1.Node{node("n1", nil)},
+				Slices: view, Classes: []*resourcev1.DeviceClass{class}, Nodes: []*corev1.Node{namedNode("n1")},
 			})
 			if err != nil {
 				t.Fatal(err)

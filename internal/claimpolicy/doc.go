@@ -1,4 +1,4 @@
-// Package claims holds every decision of the allocator-backed claim
+// Package claimpolicy holds every decision of the allocator-backed claim
 // controller, as pure functions without a client, so that they can be read
 // and tested as a specification:
 //
@@ -16,4 +16,4 @@
 //
 // internal/controller/claims moves data between the API server and these
 // functions.
-package claims
+package claimpolicy

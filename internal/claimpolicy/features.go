@@ -1,4 +1,4 @@
-package claims
+package claimpolicy
 
 import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"

@@ -1,4 +1,4 @@
-package claims
+package claimpolicy
 
 import (
 	"strings"

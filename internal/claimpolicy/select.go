@@ -1,4 +1,4 @@
-package claims
+package claimpolicy
 
 import (
 	resourceapi "k8s.io/api/resource/v1"

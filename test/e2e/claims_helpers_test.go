@@ -25,7 +25,7 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/internal/pool"
@@ -89,7 +89,7 @@ func clWaitWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, te
 		if err != nil {
 			return false, nil //nolint:nilerr // retried
 		}
-		return claimspkg.HasGate(got), nil
+		return claimpolicy.HasGate(got), nil
 	})
 	if err != nil {
 		t.Fatalf("the pod webhook does not gate pods: %v", err)

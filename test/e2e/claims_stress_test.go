@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
@@ -236,7 +236,7 @@ func burst(ctx context.Context, t *testing.T, c *cluster.Cluster, objs []stObjec
 		wg        sync.WaitGroup
 		errs      = make(chan error, len(objs))
 	)
-	immediate := map[string]string{claimspkg.AllocationLabel: claimspkg.AllocationImmediate}
+	immediate := map[string]string{claimpolicy.AllocationLabel: claimpolicy.AllocationImmediate}
 	for range stWorkers {
 		wg.Add(1)
 		go func() {
@@ -259,7 +259,7 @@ func burst(ctx context.Context, t *testing.T, c *cluster.Cluster, objs []stObjec
 					template := map[string]string{"cel": "op-cel", "scheduler": "sched"}[o.kind]
 					var pod *corev1.Pod
 					pod, err = c.Client.CoreV1().Pods(stNamespace).Create(ctx, claimPod(stNamespace, o.name, template), metav1.CreateOptions{})
-					if err == nil && o.kind == "cel" && !claimspkg.HasGate(pod) {
+					if err == nil && o.kind == "cel" && !claimpolicy.HasGate(pod) {
 						mu.Lock()
 						ungated = append(ungated, o.name)
 						mu.Unlock()
@@ -472,7 +472,7 @@ func TestClaimsStress(t *testing.T) {
 				}
 				for i := range list.Items {
 					cl := &list.Items[i]
-					by := claimspkg.AllocatedBy(cl)
+					by := claimpolicy.AllocatedBy(cl)
 					countBy[by]++
 					central := cl.Status.Allocation != nil && cl.Status.Allocation.Devices.Results[0].Driver == stDriver
 					if central != (by == claimsctrl.FieldManager) {
@@ -540,7 +540,7 @@ func clearStress(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		metav1.ListOptions{LabelSelector: "!e2e.drastack.io/floor"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Client.ResourceV1().ResourceClaims(stNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: claimspkg.AllocationLabel}); err != nil {
+	if err := c.Client.ResourceV1().ResourceClaims(stNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: claimpolicy.AllocationLabel}); err != nil {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, stTimeout, true, func(ctx context.Context) (bool, error) {

@@ -24,7 +24,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/internal/pool"
@@ -162,7 +162,7 @@ func TestClaims(t *testing.T) {
 			clCreateTemplate(ctx, t, c, clNamespace, "ring-busy", nil, nil,
 				clClaimSpec(ringClass, 1, "device.attributes['"+ringDriver+"'].index == 1"))
 			busy := clCreatePod(ctx, t, c, claimPod(clNamespace, "ring-busy", "ring-busy"))
-			if !claimspkg.HasGate(busy) {
+			if !claimpolicy.HasGate(busy) {
 				t.Errorf("pod %s with a claim for a central class was not gated", busy.Name)
 			}
 			waitPodRunning(ctx, t, c, clNamespace, busy.Name)
@@ -170,8 +170,8 @@ func TestClaims(t *testing.T) {
 			clCreateTemplate(ctx, t, c, clNamespace, "ring-4", nil, clCEL(contiguous4), clClaimSpec(ringClass, 4, ""))
 			begin := time.Now()
 			pod := clCreatePod(ctx, t, c, claimPod(clNamespace, "ring-four", "ring-4"))
-			if !claimspkg.HasGate(pod) {
-				t.Fatalf("pod %s was admitted without the gate %s: %v", pod.Name, claimspkg.SchedulingGate, pod.Spec.SchedulingGates)
+			if !claimpolicy.HasGate(pod) {
+				t.Fatalf("pod %s was admitted without the gate %s: %v", pod.Name, claimpolicy.SchedulingGate, pod.Spec.SchedulingGates)
 			}
 			name := clPodClaimName(ctx, t, c, clNamespace, pod.Name)
 			pod = waitPodRunning(ctx, t, c, clNamespace, pod.Name)
@@ -192,7 +192,7 @@ func TestClaims(t *testing.T) {
 			seen := map[string]bool{}
 			for i := range 2 {
 				pod := clCreatePod(ctx, t, c, claimPod(clNamespace, fmt.Sprintf("grid-%d", i), "grid-2x2"))
-				if !claimspkg.HasGate(pod) {
+				if !claimpolicy.HasGate(pod) {
 					t.Fatalf("pod %s was admitted without the gate", pod.Name)
 				}
 				name := clPodClaimName(ctx, t, c, clNamespace, pod.Name)
@@ -232,7 +232,7 @@ func TestClaims(t *testing.T) {
 			// node of the slice fits them, and land there.
 			for i := range 2 {
 				p := clCreatePod(ctx, t, c, clSharedPod(clNamespace, fmt.Sprintf("tpu-%d", i), "tpu-slice"))
-				if !claimspkg.HasGate(p) {
+				if !claimpolicy.HasGate(p) {
 					t.Errorf("pod %s of an operator claim was not gated", p.Name)
 				}
 			}
@@ -243,18 +243,18 @@ func TestClaims(t *testing.T) {
 				}
 			}
 			claim = clWaitClaim(ctx, t, c, clNamespace, "tpu-slice", "two consumers", func(cl *resourceapi.ResourceClaim) bool { return len(cl.Status.ReservedFor) == 2 })
-			if by := claimspkg.AllocatedBy(claim); by != claimsctrl.FieldManager {
+			if by := claimpolicy.AllocatedBy(claim); by != claimsctrl.FieldManager {
 				t.Errorf("allocation written by %q, want %q", by, claimsctrl.FieldManager)
 			}
 
 			// A pod that names a claim before it exists waits behind the
 			// gate, so kube-scheduler cannot allocate the claim on its own.
 			early := clCreatePod(ctx, t, c, clSharedPod(clNamespace, "tpu-early", "tpu-later"))
-			if !claimspkg.HasGate(early) {
+			if !claimpolicy.HasGate(early) {
 				t.Fatalf("pod %s naming a missing claim was admitted without the gate", early.Name)
 			}
 			time.Sleep(time.Second)
-			if p, err := c.Client.CoreV1().Pods(clNamespace).Get(ctx, early.Name, metav1.GetOptions{}); err != nil || !claimspkg.HasGate(p) {
+			if p, err := c.Client.CoreV1().Pods(clNamespace).Get(ctx, early.Name, metav1.GetOptions{}); err != nil || !claimpolicy.HasGate(p) {
 				t.Errorf("pod %s lost its gate before its claim existed (err %v)", early.Name, err)
 			}
 			clCreateClaim(ctx, t, c, clNamespace, "tpu-later", nil, nil, clClaimSpec(tpuClass, 1, "device.attributes['"+tpuDriver+"'].shape == '2x2'"))
@@ -270,11 +270,11 @@ func TestClaims(t *testing.T) {
 			clSetEngine(ctx, t, s.crc, v1alpha1.EngineUpstream)
 			clCreateTemplate(ctx, t, c, clNamespace, "ring-2", nil, clCEL(contiguous2), clClaimSpec(ringClass, 2, ""))
 			pod := clCreatePod(ctx, t, c, claimPod(clNamespace, "ring-upstream", "ring-2"))
-			if !claimspkg.HasGate(pod) {
+			if !claimpolicy.HasGate(pod) {
 				t.Fatalf("pod %s was admitted without the gate", pod.Name)
 			}
 			name := clPodClaimName(ctx, t, c, clNamespace, pod.Name)
-			e := clWaitEvent(ctx, t, c, clNamespace, "Pod", pod.Name, string(claimspkg.OutcomeNotSupported), "not supported by the upstream engine")
+			e := clWaitEvent(ctx, t, c, clNamespace, "Pod", pod.Name, string(claimpolicy.OutcomeNotSupported), "not supported by the upstream engine")
 			t.Logf("event on %s: %s: %s", name, e.Reason, e.Note)
 			claim, err := c.Client.ResourceV1().ResourceClaims(clNamespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -283,10 +283,10 @@ func TestClaims(t *testing.T) {
 			if _, ok := claim.Annotations[allocator.CELConstraintsAnnotation]; !ok || claim.Status.Allocation != nil {
 				t.Errorf("claim %s from the template: annotation copied=%v, allocated=%v; want copied, unallocated", name, ok, claim.Status.Allocation != nil)
 			}
-			if p, err := c.Client.CoreV1().Pods(clNamespace).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || !claimspkg.HasGate(p) || p.Spec.NodeName != "" {
+			if p, err := c.Client.CoreV1().Pods(clNamespace).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || !claimpolicy.HasGate(p) || p.Spec.NodeName != "" {
 				t.Errorf("pod %s must stay gated and unscheduled while its claim cannot be allocated (err %v)", pod.Name, err)
 			}
-			clWaitStackClaims(ctx, t, s.crc, metav1.ConditionFalse, claimspkg.ReasonEngineNotSupported, func(v1alpha1.ClaimCounts) bool { return true })
+			clWaitStackClaims(ctx, t, s.crc, metav1.ConditionFalse, claimpolicy.ReasonEngineNotSupported, func(v1alpha1.ClaimCounts) bool { return true })
 
 			begin := time.Now()
 			clSetEngine(ctx, t, s.crc, v1alpha1.EngineNative)
@@ -297,7 +297,7 @@ func TestClaims(t *testing.T) {
 				t.Errorf("devices with indices %v, want 2 contiguous ones", idx)
 			}
 			clCheckNoRaces(ctx, t, c)
-			clWaitStackClaims(ctx, t, s.crc, metav1.ConditionTrue, claimspkg.ReasonKeepingUp, func(v1alpha1.ClaimCounts) bool { return true })
+			clWaitStackClaims(ctx, t, s.crc, metav1.ConditionTrue, claimpolicy.ReasonKeepingUp, func(v1alpha1.ClaimCounts) bool { return true })
 			return ctx
 		}).
 		Assess("a pod the webhook did not gate: kube-scheduler cannot take central devices, the operator places its claim", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -310,18 +310,18 @@ func TestClaims(t *testing.T) {
 				// The webhook reads the DRAStack from its cache: retry until
 				// it sees gatePods off.
 				p, err := c.Client.CoreV1().Pods(clNamespace).Create(ctx, claimPod(clNamespace, "grid-ungated", "grid-2x2"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-				return err == nil && !claimspkg.HasGate(p), nil
+				return err == nil && !claimpolicy.HasGate(p), nil
 			}); err != nil {
 				t.Fatalf("pods are still gated with gatePods off: %v", err)
 			}
 			pod := clCreatePod(ctx, t, c, claimPod(clNamespace, "grid-ungated", "grid-2x2"))
-			if claimspkg.HasGate(pod) {
+			if claimpolicy.HasGate(pod) {
 				t.Fatalf("pod %s was gated", pod.Name)
 			}
 			pod = waitPodRunning(ctx, t, c, clNamespace, pod.Name)
 			name := clPodClaimName(ctx, t, c, clNamespace, pod.Name)
 			claim := clWaitClaim(ctx, t, c, clNamespace, name, "allocation", clAllocated)
-			if by := claimspkg.AllocatedBy(claim); by != claimsctrl.FieldManager {
+			if by := claimpolicy.AllocatedBy(claim); by != claimsctrl.FieldManager {
 				t.Fatalf("claim %s allocated by %q, want the operator (%s): kube-scheduler must not take central devices", name, by, claimsctrl.FieldManager)
 			}
 			rows, cols := map[int64]bool{}, map[int64]bool{}
@@ -340,9 +340,9 @@ func TestClaims(t *testing.T) {
 			c, s := mustCluster(ctx, t), clFrom(ctx, t)
 			clCreateClaim(ctx, t, c, clNamespace, "bad-cel", nil, clCEL("size(devices ==="), clClaimSpec(ringClass, 1, ""))
 			clCreatePod(ctx, t, c, clSharedPod(clNamespace, "bad-cel-user", "bad-cel"))
-			clWaitEvent(ctx, t, c, clNamespace, "Pod", "bad-cel-user", string(claimspkg.OutcomeInvalid), "not retried until the claim changes")
-			attempts := clMetric(t, "drastack_claim_placements_total", map[string]string{"result": string(claimspkg.OutcomeInvalid)})
-			counts := clWaitStackClaims(ctx, t, s.crc, metav1.ConditionTrue, claimspkg.ReasonKeepingUp, func(c v1alpha1.ClaimCounts) bool { return c.Invalid >= 1 })
+			clWaitEvent(ctx, t, c, clNamespace, "Pod", "bad-cel-user", string(claimpolicy.OutcomeInvalid), "not retried until the claim changes")
+			attempts := clMetric(t, "drastack_claim_placements_total", map[string]string{"result": string(claimpolicy.OutcomeInvalid)})
+			counts := clWaitStackClaims(ctx, t, s.crc, metav1.ConditionTrue, claimpolicy.ReasonKeepingUp, func(c v1alpha1.ClaimCounts) bool { return c.Invalid >= 1 })
 			t.Logf("DRAStack status.claims with an invalid claim: %+v", counts)
 			// Slices change meanwhile (they would retry an unsatisfiable
 			// claim); an invalid one stays put.
@@ -350,12 +350,12 @@ func TestClaims(t *testing.T) {
 			extra.Spec.NodeName = ptr.To(genNode)
 			clCreateSlices(ctx, t, c, extra)
 			time.Sleep(3 * time.Second)
-			if after := clMetric(t, "drastack_claim_placements_total", map[string]string{"result": string(claimspkg.OutcomeInvalid)}); after != attempts {
+			if after := clMetric(t, "drastack_claim_placements_total", map[string]string{"result": string(claimpolicy.OutcomeInvalid)}); after != attempts {
 				t.Errorf("the invalid claim was retried %v times without changing", after-attempts)
 			}
 			var n int32
 			for _, e := range clEventsOn(ctx, c, clNamespace, "Pod", "bad-cel-user") {
-				if e.Reason == string(claimspkg.OutcomeInvalid) {
+				if e.Reason == string(claimpolicy.OutcomeInvalid) {
 					n += clEventCount(e)
 				}
 			}
@@ -382,9 +382,9 @@ func TestClaims(t *testing.T) {
 		}).
 		Assess("a pool republished at a new generation while claims wait: nothing is allocated from the incomplete generation, then everything at once", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			immediate := map[string]string{claimspkg.AllocationLabel: claimspkg.AllocationImmediate}
+			immediate := map[string]string{claimpolicy.AllocationLabel: claimpolicy.AllocationImmediate}
 			clCreateClaim(ctx, t, c, clNamespace, "gen-v2", immediate, nil, clClaimSpec(genClass, 1, "device.attributes['"+genDriver+"'].version == 2"))
-			clWaitClaimEvent(ctx, t, c, clNamespace, "gen-v2", string(claimspkg.OutcomeUnsatisfiable), "retried with backoff")
+			clWaitClaimEvent(ctx, t, c, clNamespace, "gen-v2", string(claimpolicy.OutcomeUnsatisfiable), "retried with backoff")
 			// Let the backoff grow past what the test waits for below.
 			time.Sleep(6 * time.Second)
 
@@ -469,14 +469,14 @@ func TestClaims(t *testing.T) {
 			big := claimPod(clNamespace, "place-big", "place-1")
 			big.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("48")}
 			clCreatePod(ctx, t, c, big)
-			e := clWaitEvent(ctx, t, c, clNamespace, "Pod", big.Name, string(claimspkg.OutcomeUnsatisfiable), "nodes are available")
+			e := clWaitEvent(ctx, t, c, clNamespace, "Pod", big.Name, string(claimpolicy.OutcomeUnsatisfiable), "nodes are available")
 			t.Logf("pod %s: %s", big.Name, e.Note)
 			for _, want := range []string{"unschedulable", "untolerated taint", "Insufficient cpu"} {
 				if !strings.Contains(e.Note, want) {
 					t.Errorf("the Unsatisfiable Event does not say %q: %s", want, e.Note)
 				}
 			}
-			if p, err := c.Client.CoreV1().Pods(clNamespace).Get(ctx, big.Name, metav1.GetOptions{}); err != nil || !claimspkg.HasGate(p) {
+			if p, err := c.Client.CoreV1().Pods(clNamespace).Get(ctx, big.Name, metav1.GetOptions{}); err != nil || !claimpolicy.HasGate(p) {
 				t.Errorf("pod %s must stay gated while no node fits it (err %v)", big.Name, err)
 			}
 			setUnschedulable(ctx, t, c, placeNode(0), false)
@@ -689,14 +689,14 @@ func clCheckOperatorAllocation(ctx context.Context, t *testing.T, c *cluster.Clu
 	claim := clWaitClaim(ctx, t, c, pod.Namespace, name, "reservation for the pod", func(cl *resourceapi.ResourceClaim) bool {
 		return cl.Status.Allocation != nil && slices.ContainsFunc(cl.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool { return r.UID == pod.UID })
 	})
-	if by := claimspkg.AllocatedBy(claim); by != claimsctrl.FieldManager {
+	if by := claimpolicy.AllocatedBy(claim); by != claimsctrl.FieldManager {
 		t.Errorf("claim %s: allocation written by %q, want %q", name, by, claimsctrl.FieldManager)
 	}
 	if claim.Status.Allocation.AllocationTimestamp == nil {
 		t.Errorf("claim %s: allocation without allocationTimestamp", name)
 	}
-	if !claimspkg.HasFinalizer(claim) {
-		t.Errorf("claim %s: no %s finalizer", name, claimspkg.Finalizer)
+	if !claimpolicy.HasFinalizer(claim) {
+		t.Errorf("claim %s: no %s finalizer", name, claimpolicy.Finalizer)
 	}
 	clWaitClaimEvent(ctx, t, c, pod.Namespace, name, claimsctrl.EventAllocated, "allocated by the native engine for pod "+pod.Name)
 	found := slices.ContainsFunc(clEventsOn(ctx, c, pod.Namespace, "Pod", pod.Name), func(e eventsv1.Event) bool { return e.Reason == claimsctrl.EventGateRemoved })

@@ -19,7 +19,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/central"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 	"github.com/drastack/drastack/internal/clusterprobe"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
@@ -140,7 +140,7 @@ func TestCompatOlderRelease(t *testing.T) {
 	if n := len(got.Status.Allocation.Devices.Results); n != 1 {
 		t.Errorf("allocation of %s has %d devices, want 1: %s", claim.Name, n, clClaimSummary(got))
 	}
-	if by := claimspkg.AllocatedBy(got); by != claimsctrl.FieldManager {
+	if by := claimpolicy.AllocatedBy(got); by != claimsctrl.FieldManager {
 		t.Errorf("claim %s allocated by %q, want %q", claim.Name, by, claimsctrl.FieldManager)
 	}
 	for _, p := range currentPools(ctx, t, c) {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 // Event reasons on claims and pods.
@@ -68,7 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("read claim %s: %w", req, err)
 	}
-	if d := claimspkg.Decide(cfg, &claim); d.Action != claimspkg.ActionAllocate || !claimspkg.IsImmediate(cfg, &claim) {
+	if d := claimpolicy.Decide(cfg, &claim); d.Action != claimpolicy.ActionAllocate || !claimpolicy.IsImmediate(cfg, &claim) {
 		r.forgetClaim(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -84,7 +84,7 @@ func (r *Reconciler) forgetClaim(key types.NamespacedName) {
 // and writes the result. The decision is made under the engine lock and
 // reserved in the snapshot, so that concurrent workers never choose the
 // same devices; the writes run outside the lock.
-func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimspkg.Config, claim *resourceapi.ResourceClaim) (ctrl.Result, error) {
+func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Config, claim *resourceapi.ResourceClaim) (ctrl.Result, error) {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	engine, ok := r.engine(cfg.Engine)
 	if !ok {
@@ -93,7 +93,7 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimspkg.Config
 	r.claims.markWaiting(key, claim.CreationTimestamp.Time)
 	var (
 		result  allocator.Result
-		outcome claimspkg.Outcome
+		outcome claimpolicy.Outcome
 		failure error
 	)
 	err := r.snap.withSession(ctx, engine, func(sess allocator.Session) error {
@@ -101,7 +101,7 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimspkg.Config
 		defer cancel()
 		results, err := sess.Allocate(actx, []*resourceapi.ResourceClaim{central.ForOperator(claim)}, allocator.Options{MaxSteps: r.MaxSteps})
 		outcome, failure = classify(actx, err, cfg)
-		if outcome != claimspkg.OutcomeAllocated {
+		if outcome != claimpolicy.OutcomeAllocated {
 			return nil
 		}
 		if len(results) != 1 || results[0].Allocation == nil {
@@ -115,7 +115,7 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimspkg.Config
 		return ctrl.Result{}, err
 	}
 	allocationsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
-	if outcome != claimspkg.OutcomeAllocated {
+	if outcome != claimpolicy.OutcomeAllocated {
 		return r.claimFailed(ctx, claim, engine.Name(), outcome, failure)
 	}
 	written, err := r.writeReserved(ctx, claim, result.Allocation)
@@ -154,24 +154,24 @@ func (r *Reconciler) afterFailedWrite(ctx context.Context, claim *resourceapi.Re
 	case err == nil:
 		return ctrl.Result{}, nil
 	case errors.Is(err, errRefused):
-		allocationsTotal.WithLabelValues(engine, string(claimspkg.OutcomeInvalid)).Inc()
+		allocationsTotal.WithLabelValues(engine, string(claimpolicy.OutcomeInvalid)).Inc()
 		key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
-		if r.claims.record(key, failure{outcome: claimspkg.OutcomeInvalid, message: err.Error()}) {
+		if r.claims.record(key, failure{outcome: claimpolicy.OutcomeInvalid, message: err.Error()}) {
 			r.event(claim, corev1.EventTypeWarning, EventRefused, "Allocate", "%v (not retried until the claim changes)", err)
 		}
 		return ctrl.Result{}, nil
 	}
-	allocationsTotal.WithLabelValues(engine, string(claimspkg.OutcomeError)).Inc()
+	allocationsTotal.WithLabelValues(engine, string(claimpolicy.OutcomeError)).Inc()
 	return ctrl.Result{}, err
 }
 
 // classify turns an engine error into an outcome; a deadline of the
 // engine call is a search that gave up, with the setting named.
-func classify(ctx context.Context, err error, cfg claimspkg.Config) (claimspkg.Outcome, error) {
+func classify(ctx context.Context, err error, cfg claimpolicy.Config) (claimpolicy.Outcome, error) {
 	if err != nil && ctx.Err() == context.DeadlineExceeded && errors.Is(err, context.DeadlineExceeded) {
-		return claimspkg.OutcomeSearchBound, fmt.Errorf("%w: the engine did not finish within spec.claims.allocationTimeout (%s)", allocator.ErrSearchBound, cfg.AllocationTimeout)
+		return claimpolicy.OutcomeSearchBound, fmt.Errorf("%w: the engine did not finish within spec.claims.allocationTimeout (%s)", allocator.ErrSearchBound, cfg.AllocationTimeout)
 	}
-	return claimspkg.Classify(err), err
+	return claimpolicy.Classify(err), err
 }
 
 // stamped returns a copy of the allocation with its timestamp, at second
@@ -193,10 +193,10 @@ func withAllocation(c *resourceapi.ResourceClaim, alloc *resourceapi.AllocationR
 
 // claimFailed reports a failed attempt: an Event when the outcome is news,
 // and the retry its outcome calls for.
-func (r *Reconciler) claimFailed(ctx context.Context, claim *resourceapi.ResourceClaim, engine string, outcome claimspkg.Outcome, err error) (ctrl.Result, error) {
+func (r *Reconciler) claimFailed(ctx context.Context, claim *resourceapi.ResourceClaim, engine string, outcome claimpolicy.Outcome, err error) (ctrl.Result, error) {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	msg := err.Error()
-	if outcome == claimspkg.OutcomeUnsatisfiable {
+	if outcome == claimpolicy.OutcomeUnsatisfiable {
 		msg += noCentralHint(r.cfg.get())
 	}
 	if r.claims.record(key, failure{outcome: outcome, message: msg}) {
@@ -206,14 +206,14 @@ func (r *Reconciler) claimFailed(ctx context.Context, claim *resourceapi.Resourc
 }
 
 // retryOf is the requeue an outcome calls for.
-func (r *Reconciler) retryOf(ctx context.Context, key types.NamespacedName, outcome claimspkg.Outcome, err error) (ctrl.Result, error) {
-	switch claimspkg.RetryOf(outcome) {
-	case claimspkg.RetryNone:
+func (r *Reconciler) retryOf(ctx context.Context, key types.NamespacedName, outcome claimpolicy.Outcome, err error) (ctrl.Result, error) {
+	switch claimpolicy.RetryOf(outcome) {
+	case claimpolicy.RetryNone:
 		return ctrl.Result{}, nil
-	case claimspkg.RetryNow:
+	case claimpolicy.RetryNow:
 		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
 	}
-	if outcome == claimspkg.OutcomeError {
+	if outcome == claimpolicy.OutcomeError {
 		return ctrl.Result{}, fmt.Errorf("allocate for %s: %w", key, err)
 	}
 	log.FromContext(ctx).V(1).Info("Cannot allocate now", "key", key, "outcome", outcome, "reason", err)
@@ -222,20 +222,20 @@ func (r *Reconciler) retryOf(ctx context.Context, key types.NamespacedName, outc
 
 // noCentralHint tells what to configure when the operator has no central
 // devices at all: its claims can only be served from those.
-func noCentralHint(cfg claimspkg.Config) string {
+func noCentralHint(cfg claimpolicy.Config) string {
 	if len(cfg.Central) > 0 {
 		return ""
 	}
 	return "; the operator allocates only central devices and spec.claims.central of the DRAStack names none: add the driver (and pools) whose devices these claims need"
 }
 
-func retryHint(o claimspkg.Outcome) string {
+func retryHint(o claimpolicy.Outcome) string {
 	switch o {
-	case claimspkg.OutcomeInvalid:
+	case claimpolicy.OutcomeInvalid:
 		return " (not retried until the claim changes)"
-	case claimspkg.OutcomeNotSupported:
+	case claimpolicy.OutcomeNotSupported:
 		return " (not retried until the claim or spec.claims.engine of the DRAStack changes)"
-	case claimspkg.OutcomeUnsatisfiable, claimspkg.OutcomeSearchBound:
+	case claimpolicy.OutcomeUnsatisfiable, claimpolicy.OutcomeSearchBound:
 		return " (retried with backoff and when devices are added or released)"
 	}
 	return ""

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 // book remembers, for the claims or pods one loop is waiting on, the last
@@ -29,7 +29,7 @@ type book struct {
 
 // failure is the last failed attempt of one claim or pod.
 type failure struct {
-	outcome claimspkg.Outcome
+	outcome claimpolicy.Outcome
 	message string
 }
 
@@ -104,7 +104,7 @@ func (b *book) retriable(classChanged bool) []types.NamespacedName {
 	defer b.mu.Unlock()
 	var out []types.NamespacedName
 	for key, f := range b.failures {
-		if claimspkg.RetriggeredBy(f.outcome, classChanged) {
+		if claimpolicy.RetriggeredBy(f.outcome, classChanged) {
 			out = append(out, key)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 // emptyReader is a cache with nothing in it: the churn test measures what
@@ -160,8 +160,8 @@ func TestStateStaysFlatUnderChurn(t *testing.T) {
 				r.claims.markWaiting(key, now)
 				r.pods.markWaiting(key, now)
 				if i%4 == 0 {
-					r.claims.record(key, failure{outcome: claimspkg.OutcomeUnsatisfiable, message: "busy"})
-					r.pods.record(key, failure{outcome: claimspkg.OutcomeUnsatisfiable, message: "no node"})
+					r.claims.record(key, failure{outcome: claimpolicy.OutcomeUnsatisfiable, message: "busy"})
+					r.pods.record(key, failure{outcome: claimpolicy.OutcomeUnsatisfiable, message: "no node"})
 				}
 				allocated := alloc
 				switch m {

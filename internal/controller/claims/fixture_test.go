@@ -26,7 +26,7 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/allocator/native"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 // The test cluster: driver tdrv publishes one node-local pool per node
@@ -343,7 +343,7 @@ func gpuClaim(name string) *resourceapi.ResourceClaim {
 
 func immediateClaim(name string) *resourceapi.ResourceClaim {
 	c := gpuClaim(name)
-	c.Labels = map[string]string{claimspkg.AllocationLabel: claimspkg.AllocationImmediate}
+	c.Labels = map[string]string{claimpolicy.AllocationLabel: claimpolicy.AllocationImmediate}
 	return c
 }
 
@@ -359,7 +359,7 @@ func gatedPod(name, cpu string, claims ...string) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tns, Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(testStart)},
 		Spec: corev1.PodSpec{
-			SchedulingGates: []corev1.PodSchedulingGate{{Name: claimspkg.SchedulingGate}},
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: claimpolicy.SchedulingGate}},
 			Containers: []corev1.Container{{Name: "c", Image: "i", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
 			}}},
@@ -375,7 +375,7 @@ func gatedPod(name, cpu string, claims ...string) *corev1.Pod {
 // device node/dev-0, written by manager (recorded in managedFields).
 func allocatedBy(c *resourceapi.ResourceClaim, node, manager string) *resourceapi.ResourceClaim {
 	c = c.DeepCopy()
-	c.Finalizers = append(c.Finalizers, claimspkg.Finalizer)
+	c.Finalizers = append(c.Finalizers, claimpolicy.Finalizer)
 	c.Status.Allocation = &resourceapi.AllocationResult{
 		Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
 			Request: "gpu", Driver: tdrv, Pool: node, Device: "dev-0",

@@ -18,7 +18,7 @@ import (
 
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 	"github.com/drastack/drastack/internal/placement"
 )
 
@@ -78,7 +78,7 @@ func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.forgetPod(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	gated := claimspkg.HasGate(&pod)
+	gated := claimpolicy.HasGate(&pod)
 	if !cfg.Active {
 		r.forgetPod(req.NamespacedName)
 		if gated {
@@ -115,9 +115,9 @@ func (r *Reconciler) forgetPod(key types.NamespacedName) {
 }
 
 // claimsOf reads the pod's claims from the cache and sorts them.
-func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimspkg.Config, pod *corev1.Pod) (podClaims, error) {
+func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod) (podClaims, error) {
 	var pc podClaims
-	for _, ref := range claimspkg.PodClaims(pod) {
+	for _, ref := range claimpolicy.PodClaims(pod) {
 		switch {
 		case ref.NotNeeded:
 			continue
@@ -133,7 +133,7 @@ func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimspkg.Config
 			}
 			return pc, fmt.Errorf("read claim %s/%s: %w", pod.Namespace, ref.ClaimName, err)
 		}
-		ours := claimspkg.SelectClaim(cfg, &c) != claimspkg.WhyNone
+		ours := claimpolicy.SelectClaim(cfg, &c) != claimpolicy.WhyNone
 		switch {
 		case c.Status.Allocation != nil:
 			pc.pinned = append(pc.pinned, &c)
@@ -144,7 +144,7 @@ func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimspkg.Config
 			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s is being deleted", c.Name))
 		case len(c.Status.ReservedFor) > 0:
 			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s is reserved but not allocated", c.Name))
-		case ours && claimspkg.IsImmediate(cfg, &c):
+		case ours && claimpolicy.IsImmediate(cfg, &c):
 			// The claim loop allocates it as soon as it exists.
 			pc.waiting = append(pc.waiting, fmt.Sprintf("immediate claim %s is not allocated yet", c.Name))
 		case ours:
@@ -158,7 +158,7 @@ func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimspkg.Config
 
 // place chooses a node for the pod and its unallocated operator claims,
 // writes their allocations and lifts the gate.
-func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, pod *corev1.Pod, pc podClaims) (ctrl.Result, error) {
+func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod, pc podClaims) (ctrl.Result, error) {
 	r := p.r
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	engine, ok := r.engine(cfg.Engine)
@@ -171,7 +171,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 		return ctrl.Result{}, err
 	}
 	avoid := r.nodes.avoided(key)
-	if !claimspkg.HasGate(pod) {
+	if !claimpolicy.HasGate(pod) {
 		// Placed before and back without its gate: kube-scheduler did not
 		// bind it there.
 		avoid = r.nodes.turnedDown(key)
@@ -181,7 +181,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 		// Everything is allocated (immediate claims): the pod may go if a
 		// node suits it and them.
 		if len(candidates) == 0 {
-			return p.failed(ctx, pod, engine.Name(), claimspkg.OutcomeUnsatisfiable, errors.New(placement.Summary(total, nodeReasons)))
+			return p.failed(ctx, pod, engine.Name(), claimpolicy.OutcomeUnsatisfiable, errors.New(placement.Summary(total, nodeReasons)))
 		}
 		r.forgetPod(key)
 		return ctrl.Result{}, p.liftGate(ctx, pod, "claims allocated: "+claimNames(pc.placed))
@@ -190,7 +190,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 	var (
 		chosen  []allocator.Result
 		node    string
-		outcome = claimspkg.OutcomeUnsatisfiable
+		outcome = claimpolicy.OutcomeUnsatisfiable
 		last    error
 		misses  []string
 	)
@@ -208,19 +208,19 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 		for _, n := range candidates {
 			results, err := sess.Allocate(actx, claims, allocator.Options{Node: n.Name, MaxSteps: r.MaxSteps})
 			o, err := classify(actx, err, cfg)
-			if o == claimspkg.OutcomeAllocated {
+			if o == claimpolicy.OutcomeAllocated {
 				chosen, node, outcome = results[:len(pc.toPlace)], n.Name, o
 				break
 			}
 			outcome, last = o, err
-			if o != claimspkg.OutcomeUnsatisfiable {
+			if o != claimpolicy.OutcomeUnsatisfiable {
 				// Invalid claims are invalid on every node; a search that
 				// ran out of time or steps has no time left.
 				break
 			}
 			misses = append(misses, n.Name+": "+err.Error())
 		}
-		if outcome != claimspkg.OutcomeAllocated {
+		if outcome != claimpolicy.OutcomeAllocated {
 			return nil
 		}
 		for i, c := range pc.toPlace {
@@ -241,8 +241,8 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 		return ctrl.Result{}, err
 	}
 	placementsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
-	if outcome != claimspkg.OutcomeAllocated {
-		if outcome == claimspkg.OutcomeUnsatisfiable {
+	if outcome != claimpolicy.OutcomeAllocated {
+		if outcome == claimpolicy.OutcomeUnsatisfiable {
 			last = errors.New(unplaceableMessage(total, nodeReasons, misses) + noCentralHint(cfg))
 		}
 		return p.failed(ctx, pod, engine.Name(), outcome, last)
@@ -255,7 +255,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 			}
 			return r.afterFailedWrite(ctx, c, engine.Name(), err)
 		}
-		allocationsTotal.WithLabelValues(engine.Name(), string(claimspkg.OutcomeAllocated)).Inc()
+		allocationsTotal.WithLabelValues(engine.Name(), string(claimpolicy.OutcomeAllocated)).Inc()
 		allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.pods.waitingSince(key, c.CreationTimestamp.Time)).Seconds())
 		r.claims.forget(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
 		r.event(written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine for pod %s on node %s: %s",
@@ -264,7 +264,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimspkg.Config, p
 	log.FromContext(ctx).V(1).Info("Placed pod", "pod", key, "node", node, "claims", len(pc.toPlace))
 	r.forgetPod(key)
 	r.nodes.placed(key, node)
-	if claimspkg.HasGate(pod) {
+	if claimpolicy.HasGate(pod) {
 		return ctrl.Result{}, p.liftGate(ctx, pod, fmt.Sprintf("claims allocated for node %s: %s", node, claimNames(append(pc.placed, pc.toPlace...))))
 	}
 	return ctrl.Result{}, nil
@@ -358,14 +358,14 @@ func unplaceableMessage(total int, reasons map[string]string, misses []string) s
 // failed reports a placement that did not happen: an Event on the pod when
 // the outcome is news, the outcome on each of its claims for the DRAStack
 // counts, and the retry the outcome calls for.
-func (p *placementReconciler) failed(ctx context.Context, pod *corev1.Pod, engine string, outcome claimspkg.Outcome, err error) (ctrl.Result, error) {
+func (p *placementReconciler) failed(ctx context.Context, pod *corev1.Pod, engine string, outcome claimpolicy.Outcome, err error) (ctrl.Result, error) {
 	r := p.r
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	msg := err.Error()
 	if r.pods.record(key, failure{outcome: outcome, message: msg}) {
 		r.event(pod, corev1.EventTypeWarning, string(outcome), "Allocate", "%s engine: %s%s", engine, msg, retryHint(outcome))
 	}
-	for _, ref := range claimspkg.PodClaims(pod) {
+	for _, ref := range claimpolicy.PodClaims(pod) {
 		if ref.ClaimName != "" {
 			r.claims.record(types.NamespacedName{Namespace: pod.Namespace, Name: ref.ClaimName}, failure{outcome: outcome, message: msg})
 		}
@@ -377,11 +377,11 @@ func (p *placementReconciler) failed(ctx context.Context, pod *corev1.Pod, engin
 // could not schedule for longer than spec.claims.placementTimeout, so
 // that the next reconcile places them again. Only claims nobody reserved
 // are touched (claims.Replace), with a resourceVersion precondition.
-func (p *placementReconciler) recover(ctx context.Context, cfg claimspkg.Config, pod *corev1.Pod, pc podClaims) (ctrl.Result, error) {
+func (p *placementReconciler) recover(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod, pc podClaims) (ctrl.Result, error) {
 	r := p.r
 	var after time.Duration
 	for _, c := range pc.placed {
-		rep := claimspkg.Replace(cfg, c, pod, FieldManager, r.now())
+		rep := claimpolicy.Replace(cfg, c, pod, FieldManager, r.now())
 		if !rep.Now {
 			if rep.After > 0 && (after == 0 || rep.After < after) {
 				after = rep.After
@@ -407,11 +407,11 @@ func (p *placementReconciler) recover(ctx context.Context, cfg claimspkg.Config,
 // liftGate removes the operator's scheduling gate, with a resourceVersion
 // precondition and only the gates in the patch.
 func (p *placementReconciler) liftGate(ctx context.Context, pod *corev1.Pod, note string) error {
-	if !claimspkg.HasGate(pod) {
+	if !claimpolicy.HasGate(pod) {
 		return nil
 	}
 	upd := pod.DeepCopy()
-	upd.Spec.SchedulingGates = claimspkg.WithoutGate(pod.Spec.SchedulingGates)
+	upd.Spec.SchedulingGates = claimpolicy.WithoutGate(pod.Spec.SchedulingGates)
 	if err := p.r.Client.Patch(ctx, upd, optimistic(pod), client.FieldOwner(FieldManager)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -422,7 +422,7 @@ func (p *placementReconciler) liftGate(ctx context.Context, pod *corev1.Pod, not
 		}
 		return fmt.Errorf("remove the scheduling gate of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	p.r.event(pod, corev1.EventTypeNormal, EventGateRemoved, "Release", "removed scheduling gate %s: %s", claimspkg.SchedulingGate, note)
+	p.r.event(pod, corev1.EventTypeNormal, EventGateRemoved, "Release", "removed scheduling gate %s: %s", claimpolicy.SchedulingGate, note)
 	return nil
 }
 

@@ -17,7 +17,7 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/allocator/native"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 func reqOf(ns, name string) ctrl.Request {
@@ -70,7 +70,7 @@ func TestAllocateImmediate(t *testing.T) {
 		if got := pools(c); len(got) != 1 || got[0] != "mh" {
 			t.Errorf("claim %s allocated from %v, want the central pool mh", name, got)
 		}
-		if !claimspkg.HasFinalizer(c) || c.Status.Allocation.AllocationTimestamp == nil {
+		if !claimpolicy.HasFinalizer(c) || c.Status.Allocation.AllocationTimestamp == nil {
 			t.Errorf("claim %s: finalizers %v, timestamp %v; want both", name, c.Finalizers, c.Status.Allocation.AllocationTimestamp)
 		}
 	}
@@ -90,7 +90,7 @@ func TestAllocateImmediate(t *testing.T) {
 		t.Errorf("claim i3 not retried: %+v", res)
 	}
 	evs := e.events()
-	if !hasEvent(evs, corev1.EventTypeNormal, EventAllocated, "mh/") || !hasEvent(evs, corev1.EventTypeWarning, string(claimspkg.OutcomeUnsatisfiable)) {
+	if !hasEvent(evs, corev1.EventTypeNormal, EventAllocated, "mh/") || !hasEvent(evs, corev1.EventTypeWarning, string(claimpolicy.OutcomeUnsatisfiable)) {
 		t.Errorf("events %q, want Allocated and Unsatisfiable", evs)
 	}
 	// The outcome is news once: the same failure again emits no Event.
@@ -126,7 +126,7 @@ func TestPlacement(t *testing.T) {
 		if got := pools(c); len(got) != 1 || got[0] != "n3" {
 			t.Errorf("claim allocated from %v, want n3 (where the pod fits and the devices are model b)", got)
 		}
-		if claimspkg.HasGate(e.pod("p")) {
+		if claimpolicy.HasGate(e.pod("p")) {
 			t.Errorf("gate not lifted")
 		}
 		evs := e.events()
@@ -147,7 +147,7 @@ func TestPlacement(t *testing.T) {
 		if c := e.claim("c"); c.Status.Allocation != nil {
 			t.Errorf("claim allocated from %v for a pod that fits nowhere", pools(c))
 		}
-		if !claimspkg.HasGate(e.pod("p")) {
+		if !claimpolicy.HasGate(e.pod("p")) {
 			t.Errorf("gate lifted for a pod that fits nowhere")
 		}
 		if res.RequeueAfter <= 0 {
@@ -169,7 +169,7 @@ func TestPlacement(t *testing.T) {
 		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
 			t.Fatal(err)
 		}
-		if !claimspkg.HasGate(e.pod("p")) || e.claim("c").Status.Allocation != nil {
+		if !claimpolicy.HasGate(e.pod("p")) || e.claim("c").Status.Allocation != nil {
 			t.Errorf("gate lifted or claim allocated")
 		}
 		if evs := e.events(); !hasEvent(evs, corev1.EventTypeWarning, EventUnplaceable, "do not fit on") {
@@ -186,7 +186,7 @@ func TestPlacement(t *testing.T) {
 		e.tainted()
 		p := &placementReconciler{r: e.r}
 
-		e.now = testStart.Add(claimspkg.DefaultPlacementTimeout / 2)
+		e.now = testStart.Add(claimpolicy.DefaultPlacementTimeout / 2)
 		res, err := p.Reconcile(ctx, reqOf(tns, "p"))
 		if err != nil {
 			t.Fatal(err)
@@ -194,16 +194,16 @@ func TestPlacement(t *testing.T) {
 		if e.claim("c").Status.Allocation == nil {
 			t.Fatalf("deallocated before placementTimeout")
 		}
-		if want := claimspkg.DefaultPlacementTimeout / 2; res.RequeueAfter != want {
+		if want := claimpolicy.DefaultPlacementTimeout / 2; res.RequeueAfter != want {
 			t.Errorf("RequeueAfter %v, want %v (when the timeout ends)", res.RequeueAfter, want)
 		}
 
-		e.now = testStart.Add(claimspkg.DefaultPlacementTimeout + time.Second)
+		e.now = testStart.Add(claimpolicy.DefaultPlacementTimeout + time.Second)
 		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
 			t.Fatal(err)
 		}
 		c := e.claim("c")
-		if c.Status.Allocation != nil || claimspkg.HasFinalizer(c) {
+		if c.Status.Allocation != nil || claimpolicy.HasFinalizer(c) {
 			t.Fatalf("claim not deallocated: allocation %v, finalizers %v", pools(c), c.Finalizers)
 		}
 		evs := e.events()
@@ -299,7 +299,7 @@ func TestPlacementReleasesAFailedReservation(t *testing.T) {
 	if written != 0 {
 		t.Errorf("%d reservations kept after the placement failed", written)
 	}
-	if e.claim("c1").Status.Allocation != nil || e.claim("c2").Status.Allocation != nil || !claimspkg.HasGate(e.pod("p")) {
+	if e.claim("c1").Status.Allocation != nil || e.claim("c2").Status.Allocation != nil || !claimpolicy.HasGate(e.pod("p")) {
 		t.Errorf("a failed placement wrote something")
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/allocator/native"
 	"github.com/drastack/drastack/internal/allocator/upstream"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 // FieldManager owns the claim writes (finalizer, status.allocation), the
@@ -118,11 +118,11 @@ func (r *Reconciler) engine(name string) (allocator.Engine, bool) {
 
 // loadConfig reads the DRAStack from the cache, so that a reconcile acts on
 // the configuration in force even before its event was handled.
-func (r *Reconciler) loadConfig(ctx context.Context) (claimspkg.Config, error) {
+func (r *Reconciler) loadConfig(ctx context.Context) (claimpolicy.Config, error) {
 	var st v1alpha1.DRAStack
 	err := r.Client.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &st)
 	if client.IgnoreNotFound(err) != nil {
-		return claimspkg.Config{}, err
+		return claimpolicy.Config{}, err
 	}
 	if err != nil {
 		return r.cfg.set(nil), nil
@@ -137,7 +137,7 @@ type configStore struct {
 }
 
 type configVersion struct {
-	cfg claimspkg.Config
+	cfg claimpolicy.Config
 	// multiHost are the drivers the operator publishes itself: their
 	// node-less slices carry the central taint in the slice.
 	multiHost []string
@@ -147,11 +147,11 @@ type configVersion struct {
 }
 
 // get returns the configuration in force.
-func (s *configStore) get() claimspkg.Config {
+func (s *configStore) get() claimpolicy.Config {
 	if v := s.cur.Load(); v != nil {
 		return v.cfg
 	}
-	return claimspkg.Config{}
+	return claimpolicy.Config{}
 }
 
 // published returns the drivers of spec.multiHost.
@@ -171,13 +171,13 @@ func (s *configStore) engineFeatures() *allocator.Features {
 }
 
 // set stores the configuration of a DRAStack (nil: none) and returns it.
-func (s *configStore) set(st *v1alpha1.DRAStack) claimspkg.Config {
-	v := &configVersion{cfg: claimspkg.ConfigFrom(st)}
+func (s *configStore) set(st *v1alpha1.DRAStack) claimpolicy.Config {
+	v := &configVersion{cfg: claimpolicy.ConfigFrom(st)}
 	if v.cfg.Active {
 		for _, mh := range st.Spec.MultiHost {
 			v.multiHost = append(v.multiHost, mh.Driver)
 		}
-		v.features = claimspkg.EngineFeatures(st.Status.Cluster)
+		v.features = claimpolicy.EngineFeatures(st.Status.Cluster)
 	}
 	s.cur.Store(v)
 	return v.cfg

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 type (
@@ -112,7 +112,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			WatchesRawSource(source.TypedKind(r.podCache.(cache.Cache), &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(
 				func(_ context.Context, p *corev1.Pod) []reconcile.Request {
 					// Rules wait for gated pods when the configuration goes.
-					if !r.cfg.get().Active && claimspkg.HasGate(p) {
+					if !r.cfg.get().Active && claimpolicy.HasGate(p) {
 						return []reconcile.Request{taintKey}
 					}
 					return nil
@@ -275,7 +275,7 @@ func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Cont
 
 // claimRequests: the claim loop reconciles the operator's claims.
 func (r *Reconciler) claimRequests(_ context.Context, c *resourceapi.ResourceClaim) []reconcile.Request {
-	if claimspkg.SelectClaim(r.cfg.get(), c) == claimspkg.WhyNone {
+	if claimpolicy.SelectClaim(r.cfg.get(), c) == claimpolicy.WhyNone {
 		return nil
 	}
 	return []reconcile.Request{request(c)}
@@ -295,7 +295,7 @@ func (r *Reconciler) podsOfClaim(ctx context.Context, c *resourceapi.ResourceCla
 		if p.Spec.NodeName != "" {
 			continue
 		}
-		for _, ref := range claimspkg.PodClaims(p) {
+		for _, ref := range claimpolicy.PodClaims(p) {
 			if ref.ClaimName == c.Name {
 				out = append(out, request(p))
 				break
@@ -385,7 +385,7 @@ func (r *Reconciler) configHandler(b *book, all func(context.Context) []reconcil
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1alpha1.DRAStack], q queue) {
 			// Status writes of the other controllers change nothing here.
-			if !claimspkg.ConfigFrom(e.ObjectOld).Equal(claimspkg.ConfigFrom(e.ObjectNew)) || !sameMultiHost(e.ObjectOld, e.ObjectNew) {
+			if !claimpolicy.ConfigFrom(e.ObjectOld).Equal(claimpolicy.ConfigFrom(e.ObjectNew)) || !sameMultiHost(e.ObjectOld, e.ObjectNew) {
 				apply(ctx, e.ObjectNew, q)
 			}
 		},

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 	"github.com/drastack/drastack/internal/controller/statusapply"
 )
 
@@ -65,7 +65,7 @@ func (w *statusWriter) write(ctx context.Context) error {
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &st); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	cfg := claimspkg.ConfigFrom(&st)
+	cfg := claimpolicy.ConfigFrom(&st)
 	if !cfg.Active {
 		return nil
 	}
@@ -73,25 +73,25 @@ func (w *statusWriter) write(ctx context.Context) error {
 	if err := r.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
-	entries := make([]claimspkg.Entry, 0, len(claims.Items))
+	entries := make([]claimpolicy.Entry, 0, len(claims.Items))
 	var waiting, unsatisfiable, invalid int
 	for i := range claims.Items {
 		c := &claims.Items[i]
-		if claimspkg.SelectClaim(cfg, c) == claimspkg.WhyNone {
+		if claimpolicy.SelectClaim(cfg, c) == claimpolicy.WhyNone {
 			continue
 		}
-		if by := claimspkg.AllocatedBy(c); by != "" && by != FieldManager {
+		if by := claimpolicy.AllocatedBy(c); by != "" && by != FieldManager {
 			continue // allocated by another allocator: not the operator's work
 		}
 		key := types.NamespacedName{Namespace: c.Namespace, Name: c.Name}
-		e := claimspkg.Entry{Key: key.String(), Allocated: c.Status.Allocation != nil}
+		e := claimpolicy.Entry{Key: key.String(), Allocated: c.Status.Allocation != nil}
 		if !e.Allocated {
 			if f, ok := r.claims.failureOf(key); ok {
 				e.Outcome = f.outcome
 			}
 			e.Since = r.claims.waitingSince(key, c.CreationTimestamp.Time)
 			switch {
-			case e.Outcome == claimspkg.OutcomeInvalid || e.Outcome == claimspkg.OutcomeNotSupported:
+			case e.Outcome == claimpolicy.OutcomeInvalid || e.Outcome == claimpolicy.OutcomeNotSupported:
 				invalid++
 			case e.Outcome.Stuck():
 				unsatisfiable++
@@ -109,7 +109,7 @@ func (w *statusWriter) write(ctx context.Context) error {
 		if err := r.podCache.List(ctx, &pods, client.UnsafeDisableDeepCopy); err == nil {
 			n := 0
 			for i := range pods.Items {
-				if claimspkg.HasGate(&pods.Items[i]) {
+				if claimpolicy.HasGate(&pods.Items[i]) {
 					n++
 				}
 			}
@@ -117,7 +117,7 @@ func (w *statusWriter) write(ctx context.Context) error {
 		}
 	}
 
-	counts, cond := claimspkg.Summarize(entries, r.now(), st.Generation)
+	counts, cond := claimpolicy.Summarize(entries, r.now(), st.Generation)
 	if upToDate(&st.Status, counts, cond) {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/central"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 // The taint loop owns the DeviceTaintRules that keep kube-scheduler off
@@ -128,7 +128,7 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 }
 
 // partition reads slices and nodes from the cache into a central.Partition.
-func (t *taintReconciler) partition(ctx context.Context, cfg claimspkg.Config) (*central.Partition, error) {
+func (t *taintReconciler) partition(ctx context.Context, cfg claimpolicy.Config) (*central.Partition, error) {
 	r := t.r
 	var slices resourceapi.ResourceSliceList
 	if err := r.Client.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {
@@ -159,7 +159,7 @@ func (t *taintReconciler) gatedPods(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for i := range pods.Items {
-		if claimspkg.HasGate(&pods.Items[i]) {
+		if claimpolicy.HasGate(&pods.Items[i]) {
 			n++
 		}
 	}

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 // The pod admission webhook. The marker below makes controller-gen write
@@ -160,7 +160,7 @@ func (g *PodGate) Handle(ctx context.Context, req admission.Request) admission.R
 	} else if found {
 		stack = &st
 	}
-	cfg := claimspkg.ConfigFrom(stack)
+	cfg := claimpolicy.ConfigFrom(stack)
 	claimLookup := func(name string) (*resourceapi.ResourceClaim, bool) {
 		var c resourceapi.ResourceClaim
 		found, err := g.get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &c)
@@ -171,7 +171,7 @@ func (g *PodGate) Handle(ctx context.Context, req admission.Request) admission.R
 		found, err := g.get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &t)
 		return &t, found && err == nil
 	}
-	need, why := claimspkg.NeedsGate(cfg, &pod, claimLookup, templateLookup)
+	need, why := claimpolicy.NeedsGate(cfg, &pod, claimLookup, templateLookup)
 	if !need {
 		return admission.Allowed("")
 	}
@@ -183,7 +183,7 @@ func (g *PodGate) Handle(ctx context.Context, req admission.Request) admission.R
 // diff of the re-encoded pod, which could touch fields this operator's
 // API version does not know.
 func gatePatch(pod *corev1.Pod) jsonpatch.JsonPatchOperation {
-	gate := map[string]any{"name": claimspkg.SchedulingGate}
+	gate := map[string]any{"name": claimpolicy.SchedulingGate}
 	if len(pod.Spec.SchedulingGates) == 0 {
 		return jsonpatch.NewOperation("add", "/spec/schedulingGates", []any{gate})
 	}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/drastack/drastack/internal/bundle"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 // buildDefault is `kustomize build config/default`: what `make deploy`
@@ -198,8 +198,8 @@ func TestGatePatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(string(raw), claimspkg.SchedulingGate) {
-				t.Errorf("patch %s does not add %s", raw, claimspkg.SchedulingGate)
+			if !strings.Contains(string(raw), claimpolicy.SchedulingGate) {
+				t.Errorf("patch %s does not add %s", raw, claimpolicy.SchedulingGate)
 			}
 		})
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/drastack/drastack/internal/allocator"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 // maxWriteAttempts bounds the conflict retries of one write. Each conflict
@@ -69,9 +69,9 @@ func (r *Reconciler) write(ctx context.Context, claim *resourceapi.ResourceClaim
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	cur := claim
 	for range maxWriteAttempts {
-		if !claimspkg.HasFinalizer(cur) {
+		if !claimpolicy.HasFinalizer(cur) {
 			upd := cur.DeepCopy()
-			upd.Finalizers = append(upd.Finalizers, claimspkg.Finalizer)
+			upd.Finalizers = append(upd.Finalizers, claimpolicy.Finalizer)
 			if err := r.Client.Patch(ctx, upd, optimistic(cur), client.FieldOwner(FieldManager)); err != nil {
 				next, retry, err := r.afterWriteError(ctx, key, claim, err)
 				if !retry {
@@ -116,7 +116,7 @@ func (r *Reconciler) afterWriteError(ctx context.Context, key types.NamespacedNa
 	if err := r.APIReader.Get(ctx, key, &fresh); err != nil {
 		return nil, false, client.IgnoreNotFound(err)
 	}
-	if fresh.UID != allocatedFor.UID || claimspkg.Decide(r.cfg.get(), &fresh).Action != claimspkg.ActionAllocate {
+	if fresh.UID != allocatedFor.UID || claimpolicy.Decide(r.cfg.get(), &fresh).Action != claimpolicy.ActionAllocate {
 		return &fresh, false, nil
 	}
 	// The allocation was computed for the claim's spec (immutable) and its
@@ -138,7 +138,7 @@ func sameConstraints(a, b *resourceapi.ResourceClaim) bool {
 // is removed, as kube-scheduler does when it takes back its own. It
 // returns false, without error, when the claim changed in between.
 func (r *Reconciler) deallocate(ctx context.Context, claim *resourceapi.ResourceClaim) (bool, error) {
-	if !claimspkg.Movable(claim, FieldManager) {
+	if !claimpolicy.Movable(claim, FieldManager) {
 		return false, nil
 	}
 	upd := claim.DeepCopy()
@@ -159,11 +159,11 @@ func (r *Reconciler) deallocate(ctx context.Context, claim *resourceapi.Resource
 // removeFinalizer drops the delete-protection finalizer of an unallocated
 // claim.
 func (r *Reconciler) removeFinalizer(ctx context.Context, c *resourceapi.ResourceClaim) error {
-	if !claimspkg.HasFinalizer(c) || c.Status.Allocation != nil {
+	if !claimpolicy.HasFinalizer(c) || c.Status.Allocation != nil {
 		return nil
 	}
 	upd := c.DeepCopy()
-	upd.Finalizers = slices.DeleteFunc(upd.Finalizers, func(f string) bool { return f == claimspkg.Finalizer })
+	upd.Finalizers = slices.DeleteFunc(upd.Finalizers, func(f string) bool { return f == claimpolicy.Finalizer })
 	if equality.Semantic.DeepEqual(upd.Finalizers, c.Finalizers) {
 		return nil
 	}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/drastack/drastack/internal/allocator"
-	claimspkg "github.com/drastack/drastack/internal/claims"
+	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
 var claimGR = schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}
@@ -132,7 +132,7 @@ func TestWrite(t *testing.T) {
 			name: "a claim with the finalizer gets only the allocation",
 			claim: func() *resourceapi.ResourceClaim {
 				c := gpuClaim(name)
-				c.Finalizers = []string{claimspkg.Finalizer}
+				c.Finalizers = []string{claimpolicy.Finalizer}
 				return c
 			}(),
 			written: true, finalizer: true, patches: 1,
@@ -316,7 +316,7 @@ func TestWrite(t *testing.T) {
 			if ours := stored.Status.Allocation != nil && stored.Status.Allocation.Devices.Results[0].Device == "dev-0"; ours != tc.written {
 				t.Errorf("stored allocation %+v, want ours: %v", stored.Status.Allocation, tc.written)
 			}
-			if err == nil && claimspkg.HasFinalizer(&stored) != tc.finalizer {
+			if err == nil && claimpolicy.HasFinalizer(&stored) != tc.finalizer {
 				t.Errorf("stored finalizers %v, want the finalizer: %v", stored.Finalizers, tc.finalizer)
 			}
 			if got := reader.gets.Load(); got != tc.rereads {
@@ -406,8 +406,8 @@ func TestDeallocate(t *testing.T) {
 			e := newEnv(t, funcs, tc.claim)
 			e.r.cfg.set(stack("n1"))
 			claim := e.claim(name)
-			if tc.claim.Status.Allocation != nil && claimspkg.AllocatedBy(claim) != claimspkg.AllocatedBy(tc.claim) {
-				t.Fatalf("the fake client lost managedFields: allocated by %q", claimspkg.AllocatedBy(claim))
+			if tc.claim.Status.Allocation != nil && claimpolicy.AllocatedBy(claim) != claimpolicy.AllocatedBy(tc.claim) {
+				t.Fatalf("the fake client lost managedFields: allocated by %q", claimpolicy.AllocatedBy(claim))
 			}
 			version := e.r.snap.version
 			done, err := e.r.deallocate(context.Background(), claim)
@@ -424,7 +424,7 @@ func TestDeallocate(t *testing.T) {
 			if (stored.Status.Allocation != nil) != tc.allocated {
 				t.Errorf("stored allocation %+v, want allocated: %v", stored.Status.Allocation, tc.allocated)
 			}
-			if claimspkg.HasFinalizer(&stored) != tc.finalizer {
+			if claimpolicy.HasFinalizer(&stored) != tc.finalizer {
 				t.Errorf("stored finalizers %v, want the finalizer: %v", stored.Finalizers, tc.finalizer)
 			}
 			if got := len(e.patches.all()); got != tc.patches {
@@ -486,10 +486,10 @@ func TestLiftGate(t *testing.T) {
 					return c.Patch(ctx, obj, p, opts...)
 				}}
 			},
-			gates: []corev1.PodSchedulingGate{{Name: claimspkg.SchedulingGate}}, patches: 1,
+			gates: []corev1.PodSchedulingGate{{Name: claimpolicy.SchedulingGate}}, patches: 1,
 		},
-		{name: "gone", pod: gatedPod(name, "1"), funcs: failPod(apierrors.NewNotFound(podGR, name)), gates: []corev1.PodSchedulingGate{{Name: claimspkg.SchedulingGate}}, patches: 1},
-		{name: "403 is an error", pod: gatedPod(name, "1"), funcs: failPod(apierrors.NewForbidden(podGR, name, errors.New("no"))), err: true, gates: []corev1.PodSchedulingGate{{Name: claimspkg.SchedulingGate}}, patches: 1},
+		{name: "gone", pod: gatedPod(name, "1"), funcs: failPod(apierrors.NewNotFound(podGR, name)), gates: []corev1.PodSchedulingGate{{Name: claimpolicy.SchedulingGate}}, patches: 1},
+		{name: "403 is an error", pod: gatedPod(name, "1"), funcs: failPod(apierrors.NewForbidden(podGR, name, errors.New("no"))), err: true, gates: []corev1.PodSchedulingGate{{Name: claimpolicy.SchedulingGate}}, patches: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
