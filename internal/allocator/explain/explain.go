@@ -44,17 +44,22 @@ func Explain(ctx context.Context, e allocator.Engine, in allocator.Inputs, claim
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	r := &Report{}
+	for _, c := range claims {
+		r.Claims = append(r.Claims, allocator.ClaimKey(c))
+	}
 	as, err := e.NewSession(ctx, in)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		r.StoppedEarly = fmt.Sprintf("deadline of %s reached while reading the cluster state", timeout)
+		r.Verdict = "not explained: " + r.StoppedEarly
+		return r, nil
+	case err != nil:
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	s, err := native.AsSession(as)
 	if err != nil {
 		return nil, err
-	}
-	r := &Report{}
-	for _, c := range claims {
-		r.Claims = append(r.Claims, allocator.ClaimKey(c))
 	}
 	x := &explainer{s: s, claims: claims, facts: newFacts(in), opts: opts}
 

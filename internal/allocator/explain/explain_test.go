@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 
@@ -107,5 +108,18 @@ func checkFunnelsAdmit(t *testing.T, seed uint64, g NodeGroup) {
 		if !v {
 			t.Errorf("seed %d, nodes %v: the claim fits, but the funnels of %s keep too few candidates", seed, g.Nodes, k)
 		}
+	}
+}
+
+// TestExplainStopsAtDeadline: an explanation out of time says so instead
+// of running on.
+func TestExplainStopsAtDeadline(t *testing.T) {
+	c := difftest.Generate(7)
+	rep, err := Explain(context.Background(), nil, c.Inputs, c.Claims[:1], Options{Timeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.StoppedEarly == "" || !strings.Contains(rep.Verdict, "deadline") {
+		t.Errorf("stoppedEarly %q, verdict %q: want the deadline named", rep.StoppedEarly, rep.Verdict)
 	}
 }
