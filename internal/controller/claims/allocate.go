@@ -72,6 +72,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forgetClaim(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	if r.snap.inFlight(claim.UID) {
+		// Allocated by this process; the cache has not caught up. Its
+		// update event brings the claim back.
+		return ctrl.Result{}, nil
+	}
 	return r.allocateImmediate(ctx, cfg, &claim)
 }
 

@@ -144,6 +144,9 @@ func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimpolicy.Conf
 			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s is being deleted", c.Name))
 		case len(c.Status.ReservedFor) > 0:
 			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s is reserved but not allocated", c.Name))
+		case ours && p.r.snap.inFlight(c.UID):
+			// Placed by this process; the cache has not caught up yet.
+			pc.waiting = append(pc.waiting, fmt.Sprintf("the allocation of claim %s is being written", c.Name))
 		case ours && claimpolicy.IsImmediate(cfg, &c):
 			// The claim loop allocates it as soon as it exists.
 			pc.waiting = append(pc.waiting, fmt.Sprintf("immediate claim %s is not allocated yet", c.Name))

@@ -306,6 +306,19 @@ func (s *snapshot) seed(ctx context.Context) error {
 	return nil
 }
 
+// inFlight reports whether this process chose an allocation for the claim
+// that the cache does not show yet (a reservation whose write is under way
+// or done). Such a claim must not be allocated again: its own earlier
+// write re-queues it, and a second attempt on the stale cached object
+// would replace, then drop, the reservation of the first, freeing devices
+// it holds. noteClaim ends the state when the cache shows the allocation.
+func (s *snapshot) inFlight(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.written[uid]
+	return ok
+}
+
 // errSessionChanged: the cluster changed while a session was built; the
 // reconcile is retried at once.
 var errSessionChanged = errors.New("the cluster changed while the engine's view of it was built; retrying")
@@ -316,6 +329,10 @@ var errSessionChanged = errors.New("the cluster changed while the engine's view 
 func (s *snapshot) reserve(sess allocator.Session, c *resourceapi.ResourceClaim, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.written[c.UID]; ok {
+		// Callers check inFlight first; never replace a reservation.
+		return fmt.Errorf("claim %s already has an allocation being written", allocator.ClaimKey(c))
+	}
 	s.written[c.UID] = written{claim: c, at: now}
 	if s.recorded[c.UID] {
 		return nil
