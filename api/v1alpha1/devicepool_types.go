@@ -157,24 +157,28 @@ type DeviceCounts struct {
 // UnavailableDevices says why devices are not available. Each device is
 // counted once, under the first of poolUnusable, allocated, tainted and
 // blockedByCounters that applies.
+//
+// Its counts are always written (no omitempty): an all-zero object must not
+// become an empty one, which server-side apply sends as null and the API
+// server refuses for an object-typed field.
 type UnavailableDevices struct {
 	// poolUnusable: the pool is incomplete or invalid, so the scheduler
 	// allocates none of its devices.
 	// +optional
-	PoolUnusable int32 `json:"poolUnusable,omitempty"`
+	PoolUnusable int32 `json:"poolUnusable"`
 	// allocated: in use by an allocation without adminAccess (or a shared
 	// device with a capacity used up).
 	// +optional
-	Allocated int32 `json:"allocated,omitempty"`
+	Allocated int32 `json:"allocated"`
 	// tainted: a NoSchedule or NoExecute taint from the device's slice or
 	// from a DeviceTaintRule keeps requests without a toleration away.
 	// +optional
-	Tainted int32 `json:"tainted,omitempty"`
+	Tainted int32 `json:"tainted"`
 	// blockedByCounters: the device would over-consume a shared counter
 	// that allocated devices consume (or the pool's counters are already
 	// over-consumed, which blocks every counter-consuming device).
 	// +optional
-	BlockedByCounters int32 `json:"blockedByCounters,omitempty"`
+	BlockedByCounters int32 `json:"blockedByCounters"`
 }
 
 // PartitionTypeStatus counts the devices of one partition type.

@@ -13,6 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -110,10 +111,13 @@ func TestCompatOlderRelease(t *testing.T) {
 	t.Logf("status.cluster on %s: %+v", cluster.CompatKubernetesVersion, *cs)
 
 	// One pool: the published domain is a Healthy DevicePool.
-	pools := waitPools(ctx, t, c, "the domain published", func(ps map[string]*pool.Pool) bool {
-		p := ps["tpu-d"]
-		return p != nil && settled(p, 3)
-	})
+	var pools map[string]*pool.Pool
+	if err := wait.PollUntilContextTimeout(ctx, pollInterval, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pools = clPoolsOf(ctx, t, c, compatDriver)
+		return settled(pools["tpu-d"], 3), nil
+	}); err != nil {
+		t.Fatalf("the domain is not published: %v (pools %v)", err, pools)
+	}
 	for _, pr := range pools["tpu-d"].Problems {
 		t.Errorf("pool tpu-d: %s %s: %s", pr.Severity, pr.Reason, pr.Message)
 	}
@@ -143,7 +147,7 @@ func TestCompatOlderRelease(t *testing.T) {
 	if by := claimpolicy.AllocatedBy(got); by != claimsctrl.FieldManager {
 		t.Errorf("claim %s allocated by %q, want %q", claim.Name, by, claimsctrl.FieldManager)
 	}
-	for _, p := range currentPools(ctx, t, c) {
+	for _, p := range clPoolsOf(ctx, t, c, compatDriver) {
 		for _, d := range p.Devices {
 			if !slices.ContainsFunc(d.Device.Taints, func(tn resourceapi.DeviceTaint) bool { return tn.Key == central.TaintKey }) {
 				t.Errorf("published device %s of pool %s lacks the central taint", d.Device.Name, p.ID.Pool)
