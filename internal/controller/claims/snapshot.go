@@ -179,9 +179,7 @@ func (s *snapshot) withSession(ctx context.Context, e allocator.Engine, fn func(
 // changed; the caller holds the engine lock.
 func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocator.Session, error) {
 	s.mu.Lock()
-	features := allocator.FeaturesOf(s.cfg.engineFeatures())
-	features.DeviceTaints = true
-	if s.session != nil && s.sessionVersion == s.version && s.sessionEngine == e.Name() && s.sessionFeatures == features {
+	if s.session != nil && s.sessionVersion == s.version && s.sessionEngine == e.Name() && s.sessionFeatures == s.features() {
 		pending := s.toRecord
 		s.toRecord = nil
 		sess := s.session
@@ -241,7 +239,7 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 		return nil, errSessionChanged
 	}
 	s.session, s.sessionEngine, s.sessionVersion, s.recorded = sess, e.Name(), version, recorded
-	s.sessionFeatures = allocator.FeaturesOf(in.Features)
+	s.sessionFeatures = *in.Features
 	// The caches were read at one moment and the reservations (written) at
 	// another: an allocation whose cache event arrived in between is in
 	// neither, but in toRecord. Record those, and every reservation the
@@ -419,16 +417,20 @@ func (s *snapshot) inputs(ctx context.Context) (allocator.Inputs, error) {
 	}
 	in.Slices = central.EngineView(part, raw, rules)
 	in.Allocated = allocated
-	// The rules are already in the view (they say what is central); the
-	// engine applies the cluster's other gates as kube-scheduler would.
-	// DeviceTaints stays on whatever the cluster says: the view's own
-	// taints are what keep each claim to its side.
-	if f := s.cfg.engineFeatures(); f != nil {
-		withTaints := *f
-		withTaints.DeviceTaints = true
-		in.Features = &withTaints
-	}
+	f := s.features()
+	in.Features = &f
 	return in, nil
+}
+
+// features are the engine's switches for a session: the gates the cluster
+// probe found (the engine's defaults before a probe), so the engine applies
+// them as kube-scheduler would. The DeviceTaintRules are already in the view
+// (they say what is central), and DeviceTaints stays on whatever the
+// cluster says: the view's own taints are what keep each claim to its side.
+func (s *snapshot) features() allocator.Features {
+	f := allocator.FeaturesOf(s.cfg.engineFeatures())
+	f.DeviceTaints = true
+	return f
 }
 
 // allocated lists every allocated claim: the cache's, plus allocations
