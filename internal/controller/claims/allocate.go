@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -181,7 +182,7 @@ func classify(ctx context.Context, err error, cfg claimpolicy.Config) (claimpoli
 
 // stamped returns a copy of the allocation with its timestamp, at second
 // precision as the API server stores it.
-func stamped(a *resourceapi.AllocationResult, now interface{ Unix() int64 }) *resourceapi.AllocationResult {
+func stamped(a *resourceapi.AllocationResult, now time.Time) *resourceapi.AllocationResult {
 	out := a.DeepCopy()
 	t := metav1.Unix(now.Unix(), 0)
 	out.AllocationTimestamp = &t

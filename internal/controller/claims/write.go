@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -164,9 +163,6 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, c *resourceapi.Resourc
 	}
 	upd := c.DeepCopy()
 	upd.Finalizers = slices.DeleteFunc(upd.Finalizers, func(f string) bool { return f == claimpolicy.Finalizer })
-	if equality.Semantic.DeepEqual(upd.Finalizers, c.Finalizers) {
-		return nil
-	}
 	err := r.Client.Patch(ctx, upd, optimistic(c), client.FieldOwner(FieldManager))
 	return client.IgnoreNotFound(err)
 }
