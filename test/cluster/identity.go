@@ -92,11 +92,7 @@ func (c *Cluster) DeployOperatorIdentity(ctx context.Context, deployDir string) 
 	// Namespaces first: the API server refuses objects of a namespace its
 	// admission has not seen yet.
 	for i, part := range [][]string{namespaces, docs} {
-		manifest := filepath.Join(c.Dir, fmt.Sprintf("operator-identity-%d.yaml", i))
-		if err := os.WriteFile(manifest, []byte(strings.Join(part, "---\n")), 0o600); err != nil {
-			return nil, fmt.Errorf("write %s: %w", manifest, err)
-		}
-		if err := c.applyWithRetry(ctx, manifest); err != nil {
+		if err := c.applyDocs(ctx, fmt.Sprintf("operator-identity-%d.yaml", i), part); err != nil {
 			return nil, err
 		}
 	}
@@ -198,14 +194,20 @@ func (c *Cluster) DeployWebhookByURL(ctx context.Context, deployDir, url string)
 	if len(docs) == 0 {
 		return nil, fmt.Errorf("%s renders no MutatingWebhookConfiguration", deployDir)
 	}
-	manifest := filepath.Join(c.Dir, "operator-webhook.yaml")
-	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
-		return nil, fmt.Errorf("write %s: %w", manifest, err)
-	}
-	if err := c.applyWithRetry(ctx, manifest); err != nil {
+	if err := c.applyDocs(ctx, "operator-webhook.yaml", docs); err != nil {
 		return nil, err
 	}
 	return names, nil
+}
+
+// applyDocs writes YAML documents to a file of the cluster's folder and
+// applies them server-side as the installing administrator (applyWithRetry).
+func (c *Cluster) applyDocs(ctx context.Context, file string, docs []string) error {
+	manifest := filepath.Join(c.Dir, file)
+	if err := os.WriteFile(manifest, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", manifest, err)
+	}
+	return c.applyWithRetry(ctx, manifest)
 }
 
 // applyWithRetry applies a manifest server-side, trying again for a few

@@ -270,20 +270,7 @@ func clEventsOn(ctx context.Context, c *cluster.Cluster, ns, kind, name string) 
 // note contains mention, and returns it.
 func clWaitClaimEvent(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, reason, mention string) eventsv1.Event {
 	t.Helper()
-	var found eventsv1.Event
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
-		for _, e := range clEventsOn(ctx, c, ns, "ResourceClaim", name) {
-			if e.Reason == reason && strings.Contains(e.Note, mention) {
-				found = e
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no %s Event on claim %s mentioning %q: %v\nevents: %s", reason, name, mention, err, clClaimEvents(ctx, c, ns, name))
-	}
-	return found
+	return clWaitEvent(ctx, t, c, ns, "ResourceClaim", name, reason, mention)
 }
 
 // clEventCount counts an Event with its series.
