@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -198,10 +199,12 @@ func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ct
 		WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceClass{}, versionChanges[*resourceapi.DeviceClass](changed(changeClasses),
 			func(a, b *resourceapi.DeviceClass) bool { return a.Generation != b.Generation }))).
 		WatchesRawSource(source.TypedKind(c, &corev1.Node{}, versionChanges[*corev1.Node](changed(changeDevices),
-			// Heartbeats change nothing here; labels, taints and cordons do.
+			// Heartbeats change nothing here; what placement reads does:
+			// labels, cordons, taints, allocatable resources.
 			func(a, b *corev1.Node) bool {
 				return !maps.Equal(a.Labels, b.Labels) || a.Spec.Unschedulable != b.Spec.Unschedulable ||
-					len(a.Spec.Taints) != len(b.Spec.Taints) || !a.Status.Allocatable.Cpu().Equal(*b.Status.Allocatable.Cpu())
+					!equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
+					!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable)
 			})))
 	if r.taintRules {
 		bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceTaintRule{}, versionChanges[*resourceapi.DeviceTaintRule](changed(changeDevices), nil)))
