@@ -119,15 +119,22 @@ func (r *Reconciler) engine(name string) (allocator.Engine, bool) {
 // loadConfig reads the DRAStack from the cache, so that a reconcile acts on
 // the configuration in force even before its event was handled.
 func (r *Reconciler) loadConfig(ctx context.Context) (claimpolicy.Config, error) {
+	_, cfg, err := r.loadStack(ctx)
+	return cfg, err
+}
+
+// loadStack is loadConfig that also returns the DRAStack (nil when there is
+// none), for loops that write Events on it or make it an owner.
+func (r *Reconciler) loadStack(ctx context.Context) (*v1alpha1.DRAStack, claimpolicy.Config, error) {
 	var st v1alpha1.DRAStack
 	err := r.Client.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &st)
 	if client.IgnoreNotFound(err) != nil {
-		return claimpolicy.Config{}, err
+		return nil, claimpolicy.Config{}, err
 	}
 	if err != nil {
-		return r.cfg.set(nil), nil
+		return nil, r.cfg.set(nil), nil
 	}
-	return r.cfg.set(&st), nil
+	return &st, r.cfg.set(&st), nil
 }
 
 // configStore is the configuration the event handlers filter with. Any

@@ -45,12 +45,11 @@ type taintReconciler struct {
 // without its constraints.
 func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
 	r := t.r
-	cfg, err := r.loadConfig(ctx)
+	stack, cfg, err := r.loadStack(ctx)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read the DRAStack: %w", err)
 	}
-	var stack v1alpha1.DRAStack
-	haveStack := r.Client.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &stack) == nil
+	haveStack := stack != nil
 	var existing resourceapi.DeviceTaintRuleList
 	if err := r.Client.List(ctx, &existing); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list DeviceTaintRules: %w", err)
@@ -79,7 +78,7 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 	}
 	diff, conflicts := central.DiffTaintRules(desired, existing.Items)
 	if len(conflicts) > 0 && haveStack {
-		r.event(&stack, corev1.EventTypeWarning, EventTaintRules, "Taint", "DeviceTaintRules %s exist but are not the operator's; their devices are not central", strings.Join(conflicts, ", "))
+		r.event(stack, corev1.EventTypeWarning, EventTaintRules, "Taint", "DeviceTaintRules %s exist but are not the operator's; their devices are not central", strings.Join(conflicts, ", "))
 	}
 	// Owned by the DRAStack, so that they go with it even when the
 	// operator is gone; the DRAStack's finalizer (driver removal) keeps it,
@@ -87,7 +86,7 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 	// blockOwnerDeletion: nothing waits for the rules.
 	var owner []metav1.OwnerReference
 	if haveStack && cfg.Active {
-		ref := metav1.NewControllerRef(&stack, v1alpha1.GroupVersion.WithKind("DRAStack"))
+		ref := metav1.NewControllerRef(stack, v1alpha1.GroupVersion.WithKind("DRAStack"))
 		ref.BlockOwnerDeletion = nil
 		owner = []metav1.OwnerReference{*ref}
 	}
@@ -120,7 +119,7 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 		r.snap.invalidate()
 		log.FromContext(ctx).Info("Central devices tainted", "created", len(diff.Create), "updated", len(diff.Update), "deleted", len(diff.Delete))
 		if haveStack {
-			r.event(&stack, corev1.EventTypeNormal, EventTaintRules, "Taint", "DeviceTaintRules for central devices: %d created, %d updated, %d deleted",
+			r.event(stack, corev1.EventTypeNormal, EventTaintRules, "Taint", "DeviceTaintRules for central devices: %d created, %d updated, %d deleted",
 				len(diff.Create), len(diff.Update), len(diff.Delete))
 		}
 	}
