@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/drastack/drastack/internal/allocator"
 )
@@ -242,12 +243,17 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 // equals that of a node already searched in vain fails too, and is skipped:
 // a claim with a CEL constraint proves each kind of node unsatisfiable once.
 // Candidates with counters or taints are not described by their contents;
-// with any of them the key is empty and the node is searched.
+// with any of them the key is empty and the node is searched. A candidate
+// with capacities adds what the alternative would consume of it (its
+// request policy is not part of the contents) and, when shared, what its
+// recorded shares already consume: two shared devices that look alike but
+// have different capacity left are different candidates.
 func (s *Session) lookalike(key []byte, p *plan, ni int) []byte {
 	key = append(key, 'o')
 	for i := range p.slots {
 		for b := range p.slots[i].subs {
-			nc := p.slots[i].subs[b].cs.nodes[ni]
+			sb := &p.slots[i].subs[b]
+			nc := sb.cs.nodes[ni]
 			key = binary.AppendUvarint(key, uint64(len(nc.live)))
 			for _, d := range nc.live {
 				dev := &s.devs[d]
@@ -255,10 +261,41 @@ func (s *Session) lookalike(key []byte, p *plan, ni int) []byte {
 					return key[:0]
 				}
 				key = binary.AppendUvarint(key, uint64(s.contentID(d)))
+				if len(dev.caps) > 0 {
+					key = s.capacityKey(key, sb, d)
+				}
 			}
 		}
 	}
 	return key
+}
+
+// capacityKey appends what alternative sb would consume of device d's
+// capacities and what d's shares already use of them.
+func (s *Session) capacityKey(key []byte, sb *sub, d int32) []byte {
+	f := s.fit(sb, d)
+	if !f.ok {
+		return append(key, 'x')
+	}
+	key = append(key, 'f')
+	for k := range f.consumed {
+		key = appendQuantity(key, f.consumed[k])
+	}
+	if s.devs[d].multi {
+		key = binary.AppendUvarint(append(key, 'u'), uint64(s.shares[d]))
+		for _, q := range s.capUsed[d] {
+			key = appendQuantity(key, q)
+		}
+	}
+	return key
+}
+
+// appendQuantity appends an exact, unambiguous encoding of q.
+func appendQuantity(key []byte, q resource.Quantity) []byte {
+	if v, ok := q.AsInt64(); ok {
+		return binary.AppendVarint(append(key, 'i'), v)
+	}
+	return append(append(append(key, 's'), q.String()...), 0)
 }
 
 // shortOf says why slot i has too few candidates on node ni.

@@ -47,6 +47,7 @@ func All() []Spec {
 		{Name: "steady-500n", Description: "500 nodes x 8 GPUs, 4,000 one-GPU claims with a CEL selector", Build: Steady},
 		{Name: "partitionable-100n", Description: "100 nodes x 8 A100-like GPUs with MIG partitions on shared counters, 2,000 mixed claims", Build: Partitionable},
 		{Name: "match-100n", Description: "100 nodes, GPU+NIC+CPU claims with matchAttribute on list-valued pcieRoot", Build: Match},
+		{Name: "consumable-100n", Description: "100 nodes x 8 shared GPUs and 4 shared NICs, 3,000 claims for memory and bandwidth shares", Build: Consumable},
 		{Name: "multihost", Description: "two 64-host TPU-like pools published centrally, 2x4, 4x4 and 8x8 claims", Build: Multihost},
 		{Name: "unsatisfiable", Description: "32 devices sharing an attribute, one allocated, claims for 32 with matchAttribute", Build: Unsatisfiable},
 		{Name: "cel-contiguous", Description: "4 contiguous of 32 and a 2x2 grid of 16 with CEL constraints", NativeOnly: true, Build: CELContiguous},

@@ -22,6 +22,7 @@ func TestWorkloadsAreWellFormed(t *testing.T) {
 		"steady-500n":        {500, 4000, 4000},
 		"partitionable-100n": {100, 2000, 100 * 8 * 15},
 		"match-100n":         {100, 800, 100 * 24},
+		"consumable-100n":    {100, 3000, 100 * 12},
 		"multihost":          {128, 40, 2 * 13},
 		"unsatisfiable":      {1, 20, 32},
 		"cel-contiguous":     {20, 150, 10*32 + 10*16},
@@ -57,7 +58,7 @@ func TestWorkloadsAreWellFormed(t *testing.T) {
 // claims of each workload it supports and verifies every result, so the
 // workloads mean what they say (selectors match, constraints satisfiable).
 func TestUpstreamAllocatesFirstClaims(t *testing.T) {
-	first := map[string]int{"steady-500n": 3, "partitionable-100n": 10, "match-100n": 3, "multihost": 6}
+	first := map[string]int{"steady-500n": 3, "partitionable-100n": 10, "match-100n": 3, "consumable-100n": 6, "multihost": 6}
 	for _, spec := range All() {
 		n, ok := first[spec.Name]
 		if !ok {
@@ -94,7 +95,7 @@ func TestUpstreamAllocatesFirstClaims(t *testing.T) {
 // every workload (all of cel-contiguous, the only check of its CEL
 // constraints against an independent evaluator) and verifies each result.
 func TestNativeResultsVerify(t *testing.T) {
-	first := map[string]int{"steady-500n": 20, "partitionable-100n": 15, "match-100n": 20, "multihost": 40, "unsatisfiable": 2, "cel-contiguous": 150}
+	first := map[string]int{"steady-500n": 20, "partitionable-100n": 15, "match-100n": 20, "consumable-100n": 60, "multihost": 40, "unsatisfiable": 2, "cel-contiguous": 150}
 	want := map[string]int{"multihost": 7, "unsatisfiable": 0, "cel-contiguous": 96}
 	for _, spec := range All() {
 		t.Run(spec.Name, func(t *testing.T) {
