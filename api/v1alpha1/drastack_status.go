@@ -35,6 +35,34 @@ type DRAStackStatus struct {
 
 	// conditions: Ready, SpecValid, ClusterCompatible, DriversReady,
 	// PoolsHealthy, ClaimsReady, Progressing, Degraded.
+	// Ready is True only when SpecValid and ClusterCompatible are True,
+	// DriversReady is True (and, while spec.drivers is not empty, reported
+	// for the current generation), ClaimsReady is not False and Degraded is
+	// not True; otherwise its reason and message are those of the first
+	// condition that holds it back. PoolsHealthy does not count: a broken
+	// pool is the vendor's data plane, not the operator.
+	// SpecValid is False when the spec has values the operator cannot act on.
+	// ClusterCompatible is False when the cluster lacks an API or feature the
+	// spec needs.
+	// DriversReady is True when every driver of spec.drivers serves: its
+	// kubelet plugin runs and is ready on every node it targets (at least
+	// one node), those nodes publish ResourceSlices, its controllers and
+	// DeviceClasses exist and the cluster has what it needs. An upgrade that
+	// keeps every node publishing keeps it True (Progressing tells the
+	// upgrade). When False, its reason is the first unready driver's
+	// (Installing, WaitingForSlices, NoMatchingNodes, ImagePullBackOff,
+	// CrashLoopBackOff, NotPublishing, RolloutStalled, ApplyFailed,
+	// ApplyConflict, InvalidSpec, FeatureMissing).
+	// Progressing is True while a driver installs, rolls out, waits for
+	// its first ResourceSlices or is removed; a rollout past its
+	// updateStrategy.progressDeadlineSeconds keeps it True with reason
+	// RolloutStalled.
+	// Degraded is True when something will not heal by waiting: a failing
+	// plugin (ImagePullBackOff, CrashLoopBackOff, ...), a stalled rollout
+	// (RolloutStalled), a plugin that publishes nothing (NotPublishing), an
+	// object that cannot be applied.
+	// PoolsHealthy is True when every device pool is Healthy.
+	// ClaimsReady is False when the claim controller cannot keep up.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -189,8 +217,10 @@ type ClusterFeatures struct {
 type DriverStatus struct {
 	// name is the DRA driver name.
 	Name string `json:"name"`
-	// ready is true when the plugin runs on every targeted node and the
-	// driver publishes slices.
+	// ready is true when the driver serves: the plugin runs and is ready on
+	// every node it targets (at least one) and those nodes publish
+	// ResourceSlices. It stays true during an upgrade that keeps every node
+	// publishing.
 	Ready bool `json:"ready"`
 	// version is the image tag the operator deployed.
 	// +optional
@@ -202,7 +232,9 @@ type DriverStatus struct {
 	NodesDesired int32 `json:"nodesDesired"`
 	// nodesReady is the number of nodes with a ready plugin.
 	NodesReady int32 `json:"nodesReady"`
-	// nodesUpdated is the number of nodes running the current plugin version.
+	// nodesUpdated is the number of nodes whose plugin of the current
+	// version is running and ready; a pending or failing new pod does not
+	// count.
 	NodesUpdated int32 `json:"nodesUpdated"`
 	// nodesPublishing is the number of nodes with ResourceSlices of the driver.
 	NodesPublishing int32 `json:"nodesPublishing"`
@@ -213,10 +245,12 @@ type DriverStatus struct {
 	// removal reports a removal in progress.
 	// +optional
 	Removal *DriverRemovalStatus `json:"removal,omitempty"`
-	// reason is a CamelCase word for the driver's state when it is not
-	// ready: Installing, RollingOut, WaitingForSlices, ImagePullBackOff,
-	// ErrImagePull, CrashLoopBackOff, NotPublishing, RolloutStalled,
-	// ApplyConflict, InvalidSpec, FeatureMissing, Removing.
+	// reason is a CamelCase word for the driver's state: Ready, or
+	// Installing, RollingOut (ready when every node still publishes),
+	// WaitingForSlices, NoMatchingNodes (the nodeSelector or the profile's
+	// node affinity leaves no node), ImagePullBackOff, ErrImagePull,
+	// CrashLoopBackOff, NotPublishing, RolloutStalled, ApplyConflict,
+	// ApplyFailed, InvalidSpec, FeatureMissing, Removing.
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// message explains the driver's state.

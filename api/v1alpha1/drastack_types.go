@@ -113,6 +113,18 @@ type DriverSpec struct {
 	Name string `json:"name"`
 
 	// profile selects the built-in manifests used to deploy the driver.
+	// What each profile needs of the nodes it runs on:
+	// example: the dra-example-driver; runs on every node the nodeSelector
+	// picks, needs nothing on the node (it publishes simulated GPUs).
+	// nvidia-gpu: the NVIDIA DRA driver; besides the nodeSelector, a node
+	// must carry feature.node.kubernetes.io/pci-10de.present=true (Node
+	// Feature Discovery) or nvidia.com/gpu.present=true (GPU operator), a
+	// required node affinity of the profile, and have the NVIDIA driver
+	// installed under /; the name must be gpu.nvidia.com.
+	// custom: any kubelet plugin; image is required, it runs on every node
+	// the nodeSelector picks.
+	// A driver whose nodeSelector and profile together match no node is
+	// reported as DriversReady False with reason NoMatchingNodes.
 	// +kubebuilder:default=example
 	// +optional
 	Profile DriverProfile `json:"profile,omitempty"`
@@ -255,6 +267,17 @@ type DriverUpdateStrategy struct {
 	// +kubebuilder:validation:XIntOrString
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	// progressDeadlineSeconds is how long a rollout of the kubelet plugin
+	// may go without a node getting an updated, running and ready plugin
+	// before it is reported as stalled: the driver's reason becomes
+	// RolloutStalled, Degraded turns True with that reason, Progressing
+	// stays True and says the rollout is stalled, and one Warning Event is
+	// emitted. Unset means the operator's default: its
+	// --driver-rollout-timeout flag, 5 minutes unless set.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 }
 
 // Patch is a kustomize patch applied to a driver's rendered manifests.

@@ -37,6 +37,7 @@ func run() error {
 	flag.StringVar(&o.WebhookConfiguration, "webhook-configuration", "", "MutatingWebhookConfiguration whose caBundle the operator sets when no certificate is mounted (make deploy); default config/default's.")
 	flag.StringVar(&o.Namespace, "namespace", "", "The operator's namespace (the webhook Service's, left out of the webhook); default the pod's.")
 	flag.BoolVar(&o.WebhookSelfSigned, "webhook-self-signed", false, "Make a self-signed certificate at startup and register the webhook with a URL to --webhook-host:--webhook-port, for an operator running outside the cluster.")
+	flag.DurationVar(&o.DriverRolloutTimeout, "driver-rollout-timeout", 0, "How long a driver rollout may make no progress before it is reported as stalled, for drivers whose updateStrategy.progressDeadlineSeconds is unset; default 5m.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
