@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	_ "embed"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -67,18 +68,22 @@ func (c *Cluster) startComponents(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kcm, err := c.start("kube-controller-manager",
-		"--kubeconfig="+kcmKubeconfig,
-		"--authentication-kubeconfig="+kcmKubeconfig,
-		"--authorization-kubeconfig="+kcmKubeconfig,
+	kcmArgs := []string{
+		"--kubeconfig=" + kcmKubeconfig,
+		"--authentication-kubeconfig=" + kcmKubeconfig,
+		"--authorization-kubeconfig=" + kcmKubeconfig,
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(kcmPort),
-		"--cert-dir="+filepath.Join(c.Dir, "kube-controller-manager"),
+		"--secure-port=" + strconv.Itoa(kcmPort),
+		"--cert-dir=" + filepath.Join(c.Dir, "kube-controller-manager"),
 		"--leader-elect=false",
 		// No service-account signing key is given to it, so the token
 		// controller could only fail.
 		"--controllers=*,-serviceaccount-token",
-		gates, verbosity)
+		gates, verbosity}
+	if hb := c.opts.nodeHeartbeat(); hb > 0 {
+		kcmArgs = append(kcmArgs, "--node-monitor-grace-period="+(4*hb).String())
+	}
+	kcm, err := c.start("kube-controller-manager", kcmArgs...)
 	if err != nil {
 		return err
 	}
@@ -90,14 +95,18 @@ func (c *Cluster) startComponents(ctx context.Context) error {
 	stagesPath := filepath.Join(c.Dir, "kwok-stages.yaml")
 	// Nodes report the release the cluster runs as their kubelet version.
 	stages := strings.ReplaceAll(string(kwokStages), "KUBELET_VERSION", c.opts.version())
+	kwokArgs := []string{"--kubeconfig=" + kwokKubeconfig, "--config=" + stagesPath, "--manage-all-nodes=true", "--cidr=" + kwokPodCIDR}
+	if hb := c.opts.nodeHeartbeat(); hb > 0 {
+		stages, err = slowHeartbeat(stages, hb)
+		if err != nil {
+			return err
+		}
+		kwokArgs = append(kwokArgs, "--node-lease-duration-seconds="+strconv.Itoa(int(4*hb/time.Second)))
+	}
 	if err := os.WriteFile(stagesPath, []byte(stages), 0o644); err != nil {
 		return fmt.Errorf("write kwok stages: %w", err)
 	}
-	if _, err := c.start("kwok",
-		"--kubeconfig="+kwokKubeconfig,
-		"--config="+stagesPath,
-		"--manage-all-nodes=true",
-		"--cidr="+kwokPodCIDR); err != nil {
+	if _, err := c.start("kwok", kwokArgs...); err != nil {
 		return err
 	}
 
@@ -188,4 +197,19 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// heartbeatDelay is the delay of the heartbeat stage in kwok-stages.yaml:
+// between 10 and 15 s (kwok's jitter is the upper bound of the interval).
+const heartbeatDelay = "    durationMilliseconds: 10000\n    jitterDurationMilliseconds: 15000\n"
+
+// slowHeartbeat rewrites the heartbeat stage of the stages document so
+// that a node posts its heartbeat every hb to 1.5 x hb.
+func slowHeartbeat(stages string, hb time.Duration) (string, error) {
+	if strings.Count(stages, heartbeatDelay) != 1 {
+		return "", errors.New("kwok stages: the heartbeat stage's delay is not the one expected; update heartbeatDelay with the stages file")
+	}
+	ms := hb.Milliseconds()
+	return strings.Replace(stages, heartbeatDelay,
+		fmt.Sprintf("    durationMilliseconds: %d\n    jitterDurationMilliseconds: %d\n", ms, ms*3/2), 1), nil
 }

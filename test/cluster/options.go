@@ -98,6 +98,17 @@ type Options struct {
 	// minutes, because a 2-core machine busy compiling is slow.
 	StartTimeout time.Duration
 
+	// NodeHeartbeat slows kwok down for clusters of many nodes: when set,
+	// each Ready node posts a status heartbeat every NodeHeartbeat to
+	// 1.5 x NodeHeartbeat (instead of every 10-15 s), renews its Lease
+	// every NodeHeartbeat (instead of every 10 s), and
+	// kube-controller-manager waits 4 x NodeHeartbeat (instead of 50 s)
+	// before it marks a silent node unreachable. Zero keeps the defaults,
+	// which a few dozen nodes need; a thousand nodes at the defaults make
+	// kwok's writes the API server's main load. Rounded to seconds; at
+	// least 15s when set.
+	NodeHeartbeat time.Duration
+
 	// Verbosity is the klog level of kube-scheduler and
 	// kube-controller-manager. Default 0.
 	Verbosity int
@@ -124,6 +135,19 @@ func (o Options) startTimeout() time.Duration {
 		return defaultStartTimeout
 	}
 	return o.StartTimeout
+}
+
+// minNodeHeartbeat is the smallest Options.NodeHeartbeat honoured: below
+// it the defaults are faster anyway.
+const minNodeHeartbeat = 15 * time.Second
+
+// nodeHeartbeat returns Options.NodeHeartbeat rounded to seconds and
+// raised to minNodeHeartbeat, or zero when unset.
+func (o Options) nodeHeartbeat() time.Duration {
+	if o.NodeHeartbeat <= 0 {
+		return 0
+	}
+	return max(o.NodeHeartbeat.Round(time.Second), minNodeHeartbeat)
 }
 
 func (o Options) logf(format string, args ...any) {

@@ -283,7 +283,7 @@ func splitByDriver(pools []Pool) (valid map[string]*resourceslice.DriverResource
 		if valid[p.Driver] == nil {
 			valid[p.Driver] = &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{}}
 		}
-		valid[p.Driver].Pools[p.Name] = resourceslice.Pool{Slices: p.Slices}
+		valid[p.Driver].Pools[p.Name] = resourceslice.Pool{Slices: p.Slices, Generation: p.Generation}
 	}
 	return valid, broken
 }

@@ -21,7 +21,16 @@ type Pool struct {
 	// Slices are the pool's slices in publishing order: counter slices
 	// first, then device slices.
 	Slices []resourceslice.Slice
+	// Generation is the smallest pool generation to publish, from the
+	// node's GenerationLabel; 0 lets the slice controller count.
+	Generation int64
 }
+
+// GenerationLabel on a node asks the sim to publish the node's valid pools
+// with at least this generation (a positive integer), as a driver that
+// restarts and republishes everything does: raising it republishes the
+// same devices under a new generation. Other values are ignored.
+const GenerationLabel = "sim.drastack.io/generation"
 
 // Defaults for device groups that leave a field empty.
 const (
@@ -52,7 +61,11 @@ func Render(inv *Inventory, nodeName string, nodeLabels map[string]string) ([]Po
 			return nil, fmt.Errorf("node %s: drivers[%d] publishes pool %q of driver %s a second time; give the entries different pools", nodeName, i, name, d.Name)
 		}
 		seen[key] = true
-		pools = append(pools, renderPool(d, inv.pcieRoots(), nodeName, name))
+		p := renderPool(d, inv.pcieRoots(), nodeName, name)
+		if g, err := strconv.ParseInt(nodeLabels[GenerationLabel], 10, 64); err == nil && g > 0 {
+			p.Generation = g
+		}
+		pools = append(pools, p)
 	}
 	return pools, nil
 }

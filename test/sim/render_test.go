@@ -547,3 +547,27 @@ func TestSplitByDriver(t *testing.T) {
 		t.Errorf("broken = %v, want driver b only there", broken)
 	}
 }
+
+func TestRenderGenerationLabel(t *testing.T) {
+	inv := &Inventory{Drivers: []DriverSpec{{Name: "gpu.example.com", Devices: []DeviceGroup{{Kind: KindGPU, Count: 1}}}}}
+	for _, tc := range []struct {
+		label string
+		want  int64
+	}{{"", 0}, {"3", 3}, {"0", 0}, {"-2", 0}, {"two", 0}} {
+		labels := map[string]string{}
+		if tc.label != "" {
+			labels[GenerationLabel] = tc.label
+		}
+		pools, err := Render(inv, "n", labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pools) != 1 || pools[0].Generation != tc.want {
+			t.Errorf("label %q: pools %+v, want one with generation %d", tc.label, pools, tc.want)
+		}
+		valid, _ := splitByDriver(pools)
+		if got := valid["gpu.example.com"].Pools["n"].Generation; got != tc.want {
+			t.Errorf("label %q: slice controller pool generation %d, want %d", tc.label, got, tc.want)
+		}
+	}
+}
