@@ -36,10 +36,14 @@ var readyInputs = []string{
 
 // ReadyCondition derives Ready from the other conditions: the first input
 // condition that is not True decides the reason; a Degraded=True condition
-// makes it False too. Inputs that are absent (a controller that has not
-// reported yet, or a part of the spec that is empty) do not block Ready,
-// except SpecValid and ClusterCompatible which are always reported.
-func ReadyCondition(conds []metav1.Condition, generation int64) metav1.Condition {
+// makes it False too. SpecValid and ClusterCompatible must be reported.
+// DriversReady must be reported, for this generation, whenever the spec
+// declares drivers (drivers > 0): until the driver controller has looked
+// at them nobody knows whether they serve, and a Ready that is True before
+// anything is installed would let `kubectl wait` pass too early. Other
+// absent inputs (ClaimsReady before the claim controller's first report,
+// DriversReady without drivers) do not block Ready.
+func ReadyCondition(conds []metav1.Condition, drivers int, generation int64) metav1.Condition {
 	ready := metav1.Condition{
 		Type:               v1alpha1.ConditionReady,
 		Status:             metav1.ConditionTrue,
@@ -49,12 +53,19 @@ func ReadyCondition(conds []metav1.Condition, generation int64) metav1.Condition
 	}
 	for _, t := range readyInputs {
 		c := meta.FindStatusCondition(conds, t)
+		required := t == v1alpha1.ConditionSpecValid || t == v1alpha1.ConditionClusterCompatible ||
+			(t == v1alpha1.ConditionDriversReady && drivers > 0)
 		if c == nil {
-			if t == v1alpha1.ConditionSpecValid || t == v1alpha1.ConditionClusterCompatible {
+			if required {
 				ready.Status, ready.Reason, ready.Message = metav1.ConditionUnknown, ReasonWaiting, fmt.Sprintf("%s not reported yet", t)
 				return ready
 			}
 			continue
+		}
+		if t == v1alpha1.ConditionDriversReady && drivers > 0 && c.ObservedGeneration < generation {
+			ready.Status, ready.Reason = metav1.ConditionUnknown, ReasonWaiting
+			ready.Message = fmt.Sprintf("%s not reported yet for generation %d (last for %d)", t, generation, c.ObservedGeneration)
+			return ready
 		}
 		if c.Status != metav1.ConditionTrue {
 			ready.Status = metav1.ConditionFalse

@@ -17,12 +17,27 @@ func cond(t string, s metav1.ConditionStatus, reason string) metav1.Condition {
 func TestReadyCondition(t *testing.T) {
 	valid := cond(v1alpha1.ConditionSpecValid, metav1.ConditionTrue, ReasonSpecValid)
 	compat := cond(v1alpha1.ConditionClusterCompatible, metav1.ConditionTrue, ReasonCompatible)
+	driversReady := cond(v1alpha1.ConditionDriversReady, metav1.ConditionTrue, "AllDriversReady")
+	driversReady.ObservedGeneration = 7
+	staleDrivers := driversReady
+	staleDrivers.ObservedGeneration = 6
 	tests := []struct {
 		name       string
 		conds      []metav1.Condition
+		drivers    int
 		wantStatus metav1.ConditionStatus
 		wantReason string
 	}{
+		{name: "drivers declared, DriversReady not reported: not Ready", conds: []metav1.Condition{valid, compat}, drivers: 1,
+			wantStatus: metav1.ConditionUnknown, wantReason: ReasonWaiting},
+		{name: "drivers declared, DriversReady of an older generation: not Ready", conds: []metav1.Condition{valid, compat, staleDrivers}, drivers: 1,
+			wantStatus: metav1.ConditionUnknown, wantReason: ReasonWaiting},
+		{name: "drivers declared and ready", conds: []metav1.Condition{valid, compat, driversReady}, drivers: 2,
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonStackReady},
+		{name: "drivers ready but a rollout stalled", conds: []metav1.Condition{valid, compat, driversReady, cond(v1alpha1.ConditionDegraded, metav1.ConditionTrue, "RolloutStalled")}, drivers: 1,
+			wantStatus: metav1.ConditionFalse, wantReason: "RolloutStalled"},
+		{name: "no drivers: a stale DriversReady does not matter", conds: []metav1.Condition{valid, compat, staleDrivers},
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonStackReady},
 		{name: "nothing reported", wantStatus: metav1.ConditionUnknown, wantReason: ReasonWaiting},
 		{name: "spec and cluster fine, others absent", conds: []metav1.Condition{valid, compat}, wantStatus: metav1.ConditionTrue, wantReason: ReasonStackReady},
 		{name: "invalid spec wins", conds: []metav1.Condition{cond(v1alpha1.ConditionSpecValid, metav1.ConditionFalse, ReasonInvalidSpec), cond(v1alpha1.ConditionClusterCompatible, metav1.ConditionFalse, ReasonFeatureMissing)}, wantStatus: metav1.ConditionFalse, wantReason: ReasonInvalidSpec},
@@ -34,7 +49,7 @@ func TestReadyCondition(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ReadyCondition(tc.conds, 7)
+			got := ReadyCondition(tc.conds, tc.drivers, 7)
 			if got.Status != tc.wantStatus || got.Reason != tc.wantReason {
 				t.Fatalf("Ready = %s/%s, want %s/%s", got.Status, got.Reason, tc.wantStatus, tc.wantReason)
 			}

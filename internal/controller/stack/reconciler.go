@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,6 +50,10 @@ type Reconciler struct {
 	probed    *v1alpha1.ClusterStatus
 	probedAt  time.Time
 	lastProbe error
+
+	// emitted remembers the transitions Events were emitted for; see
+	// recordTransitions.
+	emitted transitions
 }
 
 // RBAC of the DRAStack reconciler; each marker says which code needs it.
@@ -104,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	merged := append([]metav1.Condition(nil), st.Status.Conditions...)
 	meta.SetStatusCondition(&merged, specCond)
 	meta.SetStatusCondition(&merged, compat)
-	ready := stackpkg.ReadyCondition(merged, gen)
+	ready := stackpkg.ReadyCondition(merged, len(st.Spec.Drivers), gen)
 
 	conds := statusapply.KeepTransitionTimes(st.Status.Conditions, []metav1.Condition{specCond, compat, ready}, now)
 	r.recordTransitions(&st, conds)
@@ -150,13 +155,19 @@ func (r *Reconciler) probe(ctx context.Context) (*v1alpha1.ClusterStatus, error,
 
 // recordTransitions emits an Event when SpecValid, ClusterCompatible or
 // Ready changes status, so `kubectl describe drastack` tells the story.
+// Every status write of every drastack controller triggers this
+// reconciler, and the cached DRAStack it compares with may not show its
+// own last write yet: the transition it just reported would look new
+// again, one Event per reconcile within the same second. So a transition
+// is also compared with the last one emitted.
 func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, conds []metav1.Condition) {
 	if r.Recorder == nil {
 		return
 	}
 	for _, c := range conds {
 		prev := meta.FindStatusCondition(st.Status.Conditions, c.Type)
-		if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
+		unchanged := prev != nil && prev.Status == c.Status && prev.Reason == c.Reason
+		if !r.emitted.changed(st.UID, c.Type, string(c.Status)+"/"+c.Reason, unchanged) {
 			continue
 		}
 		eventType := corev1.EventTypeNormal
@@ -165,6 +176,30 @@ func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, conds []metav1.Con
 		}
 		r.Recorder.Eventf(st, nil, eventType, c.Reason, "Reconcile", "%s is %s: %s", c.Type, c.Status, c.Message)
 	}
+}
+
+// transitions remembers, per object and key, the last state an Event was
+// emitted for.
+type transitions struct {
+	mu   sync.Mutex
+	last map[types.UID]map[string]string
+}
+
+// changed records state and says whether it is a transition to report:
+// not when the stored status already shows it (unchanged), nor when an
+// Event for it was the last one emitted.
+func (t *transitions) changed(uid types.UID, key, state string, unchanged bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == nil {
+		t.last = map[types.UID]map[string]string{}
+	}
+	if t.last[uid] == nil {
+		t.last[uid] = map[string]string{}
+	}
+	prev, known := t.last[uid][key]
+	t.last[uid][key] = state
+	return !unchanged && (!known || prev != state)
 }
 
 func (r *Reconciler) now() time.Time {
