@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 )
@@ -21,7 +22,7 @@ var defaultMaxUnavailable = intstr.FromInt32(1)
 // env, resources and host mounts. Values the profile set are kept unless
 // the spec sets the same key: env entries and nodeSelector keys of the spec
 // win, tolerations and args are appended.
-func applyPluginFields(ds *appsv1.DaemonSet, spec *v1alpha1.DriverSpec, plugins []string) error {
+func applyPluginFields(ds *appsv1.DaemonSet, spec *v1alpha1.DriverSpec, plugins []string, path *field.Path) error {
 	pod := &ds.Spec.Template.Spec
 	if len(spec.NodeSelector) > 0 {
 		if pod.NodeSelector == nil {
@@ -47,7 +48,7 @@ func applyPluginFields(ds *appsv1.DaemonSet, spec *v1alpha1.DriverSpec, plugins 
 		Type:          appsv1.RollingUpdateDaemonSetStrategyType,
 		RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable},
 	}
-	if err := addMountVolumes(pod, spec.Mounts); err != nil {
+	if err := addMountVolumes(pod, spec.Mounts, path.Child("mounts")); err != nil {
 		return err
 	}
 	for _, name := range plugins {
@@ -83,10 +84,10 @@ func applyControllerFields(d *appsv1.Deployment, spec *v1alpha1.DriverSpec) {
 // addMountVolumes adds a hostPath volume per spec mount. A name that the
 // profile already uses is an error: silently shadowing the plugin registry
 // or the CDI directory would break the plugin in ways hard to trace.
-func addMountVolumes(pod *corev1.PodSpec, mounts []v1alpha1.HostPathMount) error {
-	for _, m := range mounts {
+func addMountVolumes(pod *corev1.PodSpec, mounts []v1alpha1.HostPathMount, path *field.Path) error {
+	for i, m := range mounts {
 		if slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name }) {
-			return fmt.Errorf("mount %q: the profile already has a volume of that name", m.Name)
+			return field.Invalid(path.Index(i).Child("name"), m.Name, "the profile already has a volume of that name")
 		}
 		pod.Volumes = append(pod.Volumes, corev1.Volume{
 			Name:         m.Name,

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -42,13 +43,13 @@ type workload struct {
 
 // apply sets the DRAStack fields: plugin fields on the kubelet-plugin
 // DaemonSet, controller fields on Deployments.
-func (w workload) apply(spec *v1alpha1.DriverSpec, plugins []string) error {
+func (w workload) apply(spec *v1alpha1.DriverSpec, plugins []string, path *field.Path) error {
 	switch {
 	case w.daemonSet != nil:
 		if w.daemonSet.Labels[LabelComponent] != ComponentKubeletPlugin {
 			return nil
 		}
-		return applyPluginFields(w.daemonSet, spec, plugins)
+		return applyPluginFields(w.daemonSet, spec, plugins, path)
 	case w.deployment != nil:
 		applyControllerFields(w.deployment, spec)
 	}

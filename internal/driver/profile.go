@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 )
 
@@ -30,8 +32,9 @@ type Profile interface {
 	Name() v1alpha1.DriverProfile
 	// Defaults are the values used where the spec is silent.
 	Defaults(driver string) Defaults
-	// Validate reports what in the spec this profile cannot deploy.
-	Validate(spec *v1alpha1.DriverSpec) error
+	// Validate reports what in the spec this profile cannot deploy; path
+	// is the spec entry's.
+	Validate(spec *v1alpha1.DriverSpec, path *field.Path) *field.Error
 	// Requirements are the cluster capabilities the driver needs.
 	Requirements(spec *v1alpha1.DriverSpec) []Requirement
 }

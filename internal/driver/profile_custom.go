@@ -1,7 +1,7 @@
 package driver
 
 import (
-	"errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 )
@@ -22,9 +22,9 @@ func (customProfile) Defaults(driver string) Defaults {
 }
 
 // Validate requires an image: there is no default for an unknown driver.
-func (customProfile) Validate(spec *v1alpha1.DriverSpec) error {
+func (customProfile) Validate(spec *v1alpha1.DriverSpec, path *field.Path) *field.Error {
 	if spec.Image == "" {
-		return errors.New("image is required with the custom profile")
+		return field.Required(path.Child("image"), "image is required with the custom profile")
 	}
 	return nil
 }

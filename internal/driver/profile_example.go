@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 )
 
@@ -26,7 +28,7 @@ func (exampleProfile) Defaults(driver string) Defaults {
 
 // Validate accepts every spec: the plugin takes its driver name from
 // DRIVER_NAME, so any name works.
-func (exampleProfile) Validate(*v1alpha1.DriverSpec) error { return nil }
+func (exampleProfile) Validate(*v1alpha1.DriverSpec, *field.Path) *field.Error { return nil }
 
 func (exampleProfile) Requirements(spec *v1alpha1.DriverSpec) []Requirement {
 	return baseRequirements(spec)

@@ -3,6 +3,8 @@ package driver
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 )
 
@@ -46,9 +48,9 @@ func (nvidiaProfile) Defaults(string) Defaults {
 // Validate insists on the driver name the plugin really publishes under;
 // any other name would install a driver whose slices the status and the
 // removal could never find.
-func (nvidiaProfile) Validate(spec *v1alpha1.DriverSpec) error {
+func (nvidiaProfile) Validate(spec *v1alpha1.DriverSpec, path *field.Path) *field.Error {
 	if spec.Name != NVIDIAGPUDriver {
-		return fmt.Errorf("the nvidia-gpu profile publishes as %s (and %s); name the driver %s", NVIDIAGPUDriver, NVIDIAComputeDomainDriver, NVIDIAGPUDriver)
+		return field.Invalid(path.Child("name"), spec.Name, fmt.Sprintf("the nvidia-gpu profile publishes as %s (and %s); name the driver %s", NVIDIAGPUDriver, NVIDIAComputeDomainDriver, NVIDIAGPUDriver))
 	}
 	return nil
 }

@@ -3,15 +3,16 @@ package driver
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/stack"
 )
 
 // Annotations every rendered object (but the shared namespace) carries, so
@@ -37,6 +38,9 @@ type Input struct {
 	Namespace string
 	// Driver is the spec entry.
 	Driver v1alpha1.DriverSpec
+	// Path is the entry's field path ("spec.drivers[0]"), named in
+	// errors; default spec.drivers[<name>].
+	Path *field.Path
 }
 
 // Rendered is what one driver entry deploys.
@@ -65,17 +69,24 @@ type Rendered struct {
 }
 
 // Render turns one driver entry into the objects to apply. It is pure: the
-// same input gives the same objects, byte for byte once serialized.
+// same input gives the same objects, byte for byte once serialized. A spec
+// it cannot deploy is a *field.Error naming the field to fix (a patch by
+// its index) with a one-line reason.
 func Render(in Input) (*Rendered, error) {
+	path := in.path()
 	spec := in.Driver.DeepCopy()
 	prof, err := Lookup(spec.Profile)
 	if err != nil {
+		names := make([]string, 0, len(profiles))
+		for _, n := range ProfileNames() {
+			names = append(names, string(n))
+		}
+		return nil, field.NotSupported(path.Child("profile"), spec.Profile, names)
+	}
+	if err := validateInput(in, path); err != nil {
 		return nil, err
 	}
-	if err := validateInput(in); err != nil {
-		return nil, err
-	}
-	if err := prof.Validate(spec); err != nil {
+	if err := prof.Validate(spec, path); err != nil {
 		return nil, err
 	}
 	def := prof.Defaults(spec.Name)
@@ -83,25 +94,78 @@ func Render(in Input) (*Rendered, error) {
 	if image == "" {
 		image = def.Image
 	}
-	if err := validateImage(image); err != nil {
-		return nil, err
+	if image == "" {
+		return nil, field.Required(path.Child("image"), "the profile has no default image")
+	}
+	img, err := stack.ParseImage(image)
+	if err != nil {
+		return nil, field.Invalid(path.Child("image"), image, err.Error())
 	}
 	policy := spec.RemovalPolicy
 	if policy == "" {
 		policy = v1alpha1.RemovalPolicyDrain
 	}
+	a := assembly{in: in, path: path, spec: spec, prof: prof, def: def, image: img, policy: policy}
+	out, err := a.run(spec.Patches)
+	if err == nil {
+		return out, nil
+	}
+	if ferr := (*field.Error)(nil); errors.As(err, &ferr) {
+		return nil, ferr
+	}
+	return nil, a.blame(err)
+}
+
+// path is the spec entry's field path, for errors.
+func (in Input) path() *field.Path {
+	if in.Path != nil {
+		return in.Path
+	}
+	return field.NewPath("spec", "drivers").Key(in.Driver.Name)
+}
+
+// assembly is a validated spec entry on its way to objects.
+type assembly struct {
+	in     Input
+	path   *field.Path
+	spec   *v1alpha1.DriverSpec
+	prof   Profile
+	def    Defaults
+	image  stack.Image
+	policy v1alpha1.RemovalPolicy
+}
+
+// blame finds what made run fail: the first patch with which it fails (it
+// is run again with ever more of the patches; only a failing render pays
+// for that), else the entry itself. Kustomize's multi-line error becomes
+// one line.
+func (a assembly) blame(err error) *field.Error {
+	if _, base := a.run(nil); base != nil {
+		return field.Invalid(a.path, field.OmitValueType{}, OneLine(base.Error()))
+	}
+	for j := range a.spec.Patches {
+		if _, perr := a.run(a.spec.Patches[:j+1]); perr != nil {
+			return field.Invalid(a.path.Child("patches").Index(j), field.OmitValueType{}, OneLine(perr.Error()))
+		}
+	}
+	return field.Invalid(a.path.Child("patches"), field.OmitValueType{}, OneLine(err.Error()))
+}
+
+// run kustomizes the profile with the given patches and checks the result.
+func (a assembly) run(patches []v1alpha1.Patch) (*Rendered, error) {
+	spec, in := a.spec, a.in
 	prefix := NamePrefix(spec.Name)
 	tokens := strings.NewReplacer(
 		"__DRASTACK_DRIVER__", spec.Name,
 		"__DRASTACK_PLUGIN_USER__", serviceaccount.MakeUsername(in.Namespace, prefix+"-"+pluginServiceAccount),
-		"__DRASTACK_DRIVER_LIST__", celList(def.DriverNames),
-		"DRASTACK_DRIVER_IMAGE", image,
+		"__DRASTACK_DRIVER_LIST__", celList(a.def.DriverNames),
+		"DRASTACK_DRIVER_IMAGE", a.image.Ref,
 	)
-	objs, err := build(prof.Name(), tokens, func(w workload) error { return w.apply(spec, def.PluginContainers) }, kustomization{
+	objs, err := build(a.prof.Name(), tokens, func(w workload) error { return w.apply(spec, a.def.PluginContainers, a.path) }, kustomization{
 		Namespace: in.Namespace,
 		Prefix:    prefix + "-",
 		Labels:    map[string]string{LabelStack: in.Stack, LabelDriver: spec.Name, LabelManagedBy: ManagedByValue},
-		Patches:   spec.Patches,
+		Patches:   patches,
 	})
 	if err != nil {
 		return nil, err
@@ -109,18 +173,18 @@ func Render(in Input) (*Rendered, error) {
 
 	classSpecs := spec.DeviceClasses
 	if len(classSpecs) == 0 {
-		classSpecs = def.DeviceClasses
+		classSpecs = a.def.DeviceClasses
 	}
 	out := &Rendered{
 		Driver:        spec.Name,
-		Profile:       prof.Name(),
-		Image:         image,
-		Version:       ImageVersion(image),
-		DriverNames:   def.DriverNames,
-		Requirements:  prof.Requirements(spec),
-		RemovalPolicy: policy,
+		Profile:       a.prof.Name(),
+		Image:         a.image.Ref,
+		Version:       a.image.Version(),
+		DriverNames:   a.def.DriverNames,
+		Requirements:  a.prof.Requirements(spec),
+		RemovalPolicy: a.policy,
 	}
-	for _, dc := range deviceClasses(classSpecs, def.DriverNames) {
+	for _, dc := range deviceClasses(classSpecs, a.def.DriverNames) {
 		u, err := toUnstructured(dc)
 		if err != nil {
 			return nil, err
@@ -129,7 +193,7 @@ func Render(in Input) (*Rendered, error) {
 		objs = append(objs, u)
 		out.DeviceClasses = append(out.DeviceClasses, dc.Name)
 	}
-	if err := finish(out, objs, in, policy); err != nil {
+	if err := finish(out, objs, in, a.policy); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -200,60 +264,48 @@ func finish(out *Rendered, objs []*unstructured.Unstructured, in Input, policy v
 // validateInput rejects values that would make invalid objects or, since
 // tokens are substituted into YAML text, change its structure. Admission
 // checks the same for DRAStacks, but Render must be safe on its own.
-func validateInput(in Input) error {
+func validateInput(in Input, path *field.Path) *field.Error {
 	if errs := validation.IsValidLabelValue(in.Stack); len(errs) > 0 || in.Stack == "" {
-		return fmt.Errorf("stack name %q: not a valid label value", in.Stack)
+		return field.Invalid(field.NewPath("metadata", "name"), in.Stack, "not a valid label value")
 	}
 	if errs := validation.IsDNS1123Label(in.Namespace); len(errs) > 0 {
-		return fmt.Errorf("namespace %q: %s", in.Namespace, strings.Join(errs, "; "))
+		return field.Invalid(field.NewPath("spec", "namespace"), in.Namespace, strings.Join(errs, "; "))
 	}
 	name := in.Driver.Name
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 || len(name) > 63 {
-		return fmt.Errorf("driver name %q: must be a DNS subdomain of at most 63 characters", name)
+		return field.Invalid(path.Child("name"), name, "must be a DNS subdomain of at most 63 characters")
 	}
 	seen := map[string]bool{}
-	for _, dc := range in.Driver.DeviceClasses {
+	for i, dc := range in.Driver.DeviceClasses {
+		p := path.Child("deviceClasses").Index(i).Child("name")
 		if errs := validation.IsDNS1123Subdomain(dc.Name); len(errs) > 0 {
-			return fmt.Errorf("device class %q: %s", dc.Name, strings.Join(errs, "; "))
+			return field.Invalid(p, dc.Name, strings.Join(errs, "; "))
 		}
 		if seen[dc.Name] {
-			return fmt.Errorf("device class %q listed twice", dc.Name)
+			return field.Duplicate(p, dc.Name)
 		}
 		seen[dc.Name] = true
 	}
 	return nil
 }
 
-// imagePattern accepts container image references: registry, path, tag and
-// digest characters only, so an image cannot inject YAML.
-var imagePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._/:@+-]*$`)
-
-func validateImage(image string) error {
-	if image == "" {
-		return errors.New("no image: the profile has no default, set spec.drivers[].image")
+// OneLine condenses a multi-line error (kustomize's wrap every step and
+// repeat the object) into one line: white space runs become one space,
+// wrappers that only say where in kustomize it failed are dropped, and the
+// result is cut at maxReason characters.
+func OneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	for _, noise := range []string{"accumulating resources: ", "accumulation err='", "accumulating resources from '"} {
+		s = strings.ReplaceAll(s, noise, "")
 	}
-	if len(image) > 512 || !imagePattern.MatchString(image) {
-		return fmt.Errorf("image %q: not a container image reference", image)
+	if len(s) > maxReason {
+		s = s[:maxReason-3] + "..."
 	}
-	return nil
+	return s
 }
 
-// ImageVersion is the tag of an image reference ("v0.2.0"), its digest
-// shortened to 12 hex digits ("sha256:0123456789ab"), or "latest".
-func ImageVersion(image string) string {
-	if at := strings.LastIndex(image, "@"); at >= 0 {
-		d := image[at+1:]
-		if colon := strings.Index(d, ":"); colon >= 0 && len(d) > colon+13 {
-			return d[:colon+13]
-		}
-		return d
-	}
-	last := image[strings.LastIndex(image, "/")+1:]
-	if colon := strings.LastIndex(last, ":"); colon >= 0 {
-		return last[colon+1:]
-	}
-	return "latest"
-}
+// maxReason bounds a condensed error in status.
+const maxReason = 400
 
 // celList is a CEL list literal of strings.
 func celList(items []string) string {

@@ -1,11 +1,13 @@
 package driver
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 )
@@ -19,39 +21,77 @@ func input(mutate func(*v1alpha1.DriverSpec)) Input {
 }
 
 // TestRenderRejects: specs that would deploy something broken, unsafe or
-// unmanageable are refused with a message that says why.
+// unmanageable are refused with the field to fix and a one-line reason.
 func TestRenderRejects(t *testing.T) {
+	goodPatch := v1alpha1.Patch{Patch: `[{"op": "add", "path": "/metadata/annotations/a", "value": "b"}]`, Target: &v1alpha1.PatchTarget{Kind: "ServiceAccount"}}
 	tests := []struct {
-		name string
-		in   Input
-		want string
+		name        string
+		in          Input
+		field, want string
 	}{
-		{"unknown profile", input(func(d *v1alpha1.DriverSpec) { d.Profile = "amd-gpu" }), "unknown driver profile"},
-		{"custom without image", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileCustom }), "image is required"},
-		{"an image that would inject YAML", input(func(d *v1alpha1.DriverSpec) { d.Image = "x:1\n        hostNetwork: true" }), "not a container image reference"},
-		{"nvidia-gpu under another name", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileNVIDIAGPU }), "name the driver gpu.nvidia.com"},
+		{"unknown profile", input(func(d *v1alpha1.DriverSpec) { d.Profile = "amd-gpu" }), "spec.drivers[0].profile", "Unsupported value"},
+		{"custom without image", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileCustom }), "spec.drivers[0].image", "image is required"},
+		{"an image that would inject YAML", input(func(d *v1alpha1.DriverSpec) { d.Image = "x:1\n        hostNetwork: true" }), "spec.drivers[0].image", "not a container image reference"},
+		{"an image that only looks valid", input(func(d *v1alpha1.DriverSpec) { d.Image = "Registry.K8s.io/UPPER/Case::v1@sha" }), "spec.drivers[0].image", "invalid reference format"},
+		{"nvidia-gpu under another name", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileNVIDIAGPU }), "spec.drivers[0].name", "name the driver gpu.nvidia.com"},
 		{"a mount shadowing the plugin registry", input(func(d *v1alpha1.DriverSpec) {
-			d.Mounts = []v1alpha1.HostPathMount{{Name: "plugins-registry", HostPath: "/tmp"}}
-		}), "already has a volume"},
+			d.Mounts = []v1alpha1.HostPathMount{{Name: "x", HostPath: "/x"}, {Name: "plugins-registry", HostPath: "/tmp"}}
+		}), "spec.drivers[0].mounts[1].name", "already has a volume"},
 		{"a patch removing the kubelet-plugin label", input(func(d *v1alpha1.DriverSpec) {
-			d.Patches = []v1alpha1.Patch{{Patch: `[{"op": "remove", "path": "/metadata/labels/drastack.io~1component"}]`, Target: &v1alpha1.PatchTarget{Kind: "DaemonSet"}}}
-		}), "no kubelet-plugin DaemonSet"},
+			d.Patches = []v1alpha1.Patch{goodPatch, {Patch: `[{"op": "remove", "path": "/metadata/labels/drastack.io~1component"}]`, Target: &v1alpha1.PatchTarget{Kind: "DaemonSet"}}}
+		}), "spec.drivers[0].patches[1]", "no kubelet-plugin DaemonSet"},
 		{"a patch that matches nothing", input(func(d *v1alpha1.DriverSpec) {
-			d.Patches = []v1alpha1.Patch{{Patch: "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: plugin\nspec:\n  minReadySeconds: 5\n"}}
-		}), "kustomize"},
-		{"a driver name that is no DNS subdomain", input(func(d *v1alpha1.DriverSpec) { d.Name = "GPU_example" }), "DNS subdomain"},
-		{"a namespace that is no DNS label", Input{Stack: "default", Namespace: "drastack.drivers", Driver: v1alpha1.DriverSpec{Name: "gpu.example.com"}}, "namespace"},
+			d.Patches = []v1alpha1.Patch{goodPatch, goodPatch, {Patch: "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: plugin\nspec:\n  minReadySeconds: 5\n"}}
+		}), "spec.drivers[0].patches[2]", "kustomize"},
+		{"a patch that is no YAML", input(func(d *v1alpha1.DriverSpec) {
+			d.Patches = []v1alpha1.Patch{{Patch: "kind: [DaemonSet\n  : :", Target: &v1alpha1.PatchTarget{Kind: "DaemonSet"}}}
+		}), "spec.drivers[0].patches[0]", "kustomize"},
+		{"a JSON patch on a path that does not exist", input(func(d *v1alpha1.DriverSpec) {
+			d.Patches = []v1alpha1.Patch{goodPatch, {Patch: `[{"op": "replace", "path": "/spec/nothing/here", "value": 1}]`, Target: &v1alpha1.PatchTarget{Kind: "DaemonSet"}}}
+		}), "spec.drivers[0].patches[1]", "kustomize"},
+		{"a driver name that is no DNS subdomain", input(func(d *v1alpha1.DriverSpec) { d.Name = "GPU_example" }), "spec.drivers[0].name", "DNS subdomain"},
+		{"a namespace that is no DNS label", Input{Stack: "default", Namespace: "drastack.drivers", Driver: v1alpha1.DriverSpec{Name: "gpu.example.com"}}, "spec.namespace", "namespace"},
 		{"the same DeviceClass twice", input(func(d *v1alpha1.DriverSpec) {
 			d.DeviceClasses = []v1alpha1.DeviceClassSpec{{Name: "a.example.com"}, {Name: "a.example.com"}}
-		}), "listed twice"},
+		}), "spec.drivers[0].deviceClasses[1].name", "Duplicate value"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Render(tc.in)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Render error %v, want one mentioning %q", err, tc.want)
+			if tc.in.Path == nil {
+				tc.in.Path = field.NewPath("spec", "drivers").Index(0)
 			}
+			_, err := Render(tc.in)
+			var ferr *field.Error
+			if !errors.As(err, &ferr) {
+				t.Fatalf("Render error %v (%T), want a *field.Error", err, err)
+			}
+			msg := err.Error()
+			if ferr.Field != tc.field || !strings.Contains(msg, tc.want) {
+				t.Errorf("Render error %q at %s, want one at %s mentioning %q", msg, ferr.Field, tc.field, tc.want)
+			}
+			if strings.Contains(msg, "\n") || len(msg) > maxReason+200 {
+				t.Errorf("error is not one short line: %q", msg)
+			}
+			t.Log(msg)
 		})
+	}
+}
+
+func TestRenderVersionFromTheParsedReference(t *testing.T) {
+	for image, want := range map[string]string{
+		"registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0": "v0.2.0",
+		"localhost:5000/driver":                                       "latest",
+		"r.io/d@sha256:" + strings.Repeat("0123456789abcdef", 4):      "sha256:0123456789ab",
+		"r.io/d:v1.2@sha256:" + strings.Repeat("0123456789abcdef", 4): "v1.2",
+		"Registry.K8s.io/lower/case:v9":                               "v9",
+	} {
+		r, err := Render(input(func(d *v1alpha1.DriverSpec) { d.Image = image }))
+		if err != nil {
+			t.Fatalf("%s: %v", image, err)
+		}
+		if r.Version != want || r.Image != image {
+			t.Errorf("%s: image %q version %q, want version %q", image, r.Image, r.Version, want)
+		}
 	}
 }
 
@@ -170,20 +210,6 @@ func TestNamePrefix(t *testing.T) {
 	p := NamePrefix(long)
 	if len(p) > maxPrefix || p == NamePrefix(long[:len(long)-1]+"c") {
 		t.Errorf("long names: prefix %q (%d chars) must fit %d and stay unique", p, len(p), maxPrefix)
-	}
-}
-
-func TestImageVersion(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0", "v0.2.0"},
-		{"localhost:5000/driver", "latest"},
-		{"localhost:5000/driver:1.2", "1.2"},
-		{"r.io/d@sha256:0123456789abcdef0123", "sha256:0123456789ab"},
-	}
-	for _, tc := range tests {
-		if got := ImageVersion(tc.in); got != tc.want {
-			t.Errorf("ImageVersion(%q) = %q, want %q", tc.in, got, tc.want)
-		}
 	}
 }
 

@@ -2,10 +2,12 @@ package stack
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
@@ -80,6 +82,11 @@ func validateDrivers(drivers []v1alpha1.DriverSpec, path *field.Path) field.Erro
 		p := path.Index(i)
 		if d.Profile == v1alpha1.DriverProfileCustom && d.Image == "" {
 			errs = append(errs, field.Required(p.Child("image"), "required when profile is custom"))
+		}
+		if d.Image != "" {
+			if _, err := ParseImage(d.Image); err != nil {
+				errs = append(errs, field.Invalid(p.Child("image"), d.Image, err.Error()))
+			}
 		}
 		for j, dc := range d.DeviceClasses {
 			if other, ok := classOwner[dc.Name]; ok && other != d.Name {
@@ -180,4 +187,31 @@ func uniqueNames(n int, name func(int) string, path *field.Path) field.ErrorList
 		seen[v] = true
 	}
 	return errs
+}
+
+// DriverSpecProblems are the spec errors the driver lifecycle controller
+// found while rendering or applying (status.drivers entries with reason
+// InvalidSpec, whose message starts with the field path), for SpecValid.
+// Entries written for an older generation are ignored: they may describe
+// a spec that is gone. known are errors already reported (by Validate),
+// left out so that each is said once.
+func DriverSpecProblems(st *v1alpha1.DRAStack, known []string) []string {
+	ready := meta.FindStatusCondition(st.Status.Conditions, v1alpha1.ConditionDriversReady)
+	if ready == nil || ready.ObservedGeneration != st.Generation {
+		return nil
+	}
+	declared := map[string]bool{}
+	for _, d := range st.Spec.Drivers {
+		declared[d.Name] = true
+	}
+	var out []string
+	for _, d := range st.Status.Drivers {
+		if !declared[d.Name] || d.Reason != ReasonInvalidSpec || d.Message == "" {
+			continue
+		}
+		if msg := d.Message; strings.HasPrefix(msg, "spec.") && !slices.Contains(known, msg) && !slices.Contains(out, msg) {
+			out = append(out, msg)
+		}
+	}
+	return out
 }

@@ -62,6 +62,14 @@ func TestValidate(t *testing.T) {
 			wantFields: []string{"spec.drivers[0].image"},
 		},
 		{
+			name: "an image reference that only looks valid",
+			spec: v1alpha1.DRAStackSpec{Drivers: []v1alpha1.DriverSpec{
+				{Name: "a.io", Image: "registry.k8s.io/a/b:v1"},
+				{Name: "b.io", Image: "Registry.K8s.io/UPPER/Case::v1@sha"},
+			}},
+			wantFields: []string{"spec.drivers[1].image"},
+		},
+		{
 			name: "duplicate driver and shared device class",
 			spec: v1alpha1.DRAStackSpec{Drivers: []v1alpha1.DriverSpec{
 				{Name: "a.io", DeviceClasses: []v1alpha1.DeviceClassSpec{{Name: "gpu"}}},
@@ -168,4 +176,33 @@ func FuzzParseShape(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestDriverSpecProblems(t *testing.T) {
+	const bad = `spec.drivers[0].patches[1]: Invalid value: kustomize: no resource matches the patch`
+	stack := func(gen, observed int64, reason, msg string) *v1alpha1.DRAStack {
+		st := &v1alpha1.DRAStack{}
+		st.Generation = gen
+		st.Spec.Drivers = []v1alpha1.DriverSpec{{Name: "a.io"}}
+		st.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionDriversReady, Status: metav1.ConditionFalse, ObservedGeneration: observed}}
+		st.Status.Drivers = []v1alpha1.DriverStatus{{Name: "a.io", Reason: reason, Message: msg}, {Name: "gone.io", Reason: ReasonInvalidSpec, Message: "spec.drivers[1]: x"}}
+		return st
+	}
+	tests := []struct {
+		name  string
+		st    *v1alpha1.DRAStack
+		known []string
+		want  []string
+	}{
+		{"a render error of this generation", stack(2, 2, ReasonInvalidSpec, bad), nil, []string{bad}},
+		{"written for an older generation", stack(3, 2, ReasonInvalidSpec, bad), nil, nil},
+		{"another reason", stack(2, 2, "ApplyFailed", bad), nil, nil},
+		{"already reported by Validate", stack(2, 2, ReasonInvalidSpec, bad), []string{bad}, nil},
+		{"a message without a path", stack(2, 2, ReasonInvalidSpec, "the driver cannot be rendered"), nil, nil},
+	}
+	for _, tc := range tests {
+		if got := DriverSpecProblems(tc.st, tc.known); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }
