@@ -75,11 +75,15 @@ test-e2e: k8s ## End-to-end tests on the local control plane (kube-apiserver, sc
 	go test $(GO_TEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -count=1 ./test/e2e/... ./internal/cli/...
 
 .PHONY: bench
-bench: bench-engines bench-pools ## Benchmarks: engines side by side, pool validation at scale.
+bench: bench-engines bench-pools bench-explain ## Benchmarks: engines side by side, pool validation at scale, explain.
 
 .PHONY: bench-engines
 bench-engines: ## The engine harness: native and upstream on the same inputs, with ratios (BENCH_FLAGS=-quick for 20 s budgets).
 	go run ./test/bench $(BENCH_FLAGS)
+
+.PHONY: bench-explain
+bench-explain: ## kubectl dra explain for one claim on 500 nodes x 8 devices beside its plain allocation (budget 1 s).
+	go test ./internal/allocator/explain/ -run '^$$' -bench 'Explain500x8' -benchtime 5x
 
 .PHONY: bench-pools
 bench-pools: ## Pool validation at 5,000 nodes x 2 drivers: full validation, one incremental update, memory.

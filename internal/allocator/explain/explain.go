@@ -27,6 +27,16 @@ type Options struct {
 	Timeout time.Duration
 	// MaxSteps bounds each allocation (allocator.Options.MaxSteps).
 	MaxSteps int64
+	// NodeFilter maps the nodes a pod's node filters rule out (cordoned,
+	// tainted, outside its affinity, full: package placement) to the
+	// reason, in kube-scheduler's words. Those nodes are not tried, as
+	// kube-scheduler runs the DRA filter only on nodes that passed the
+	// others, and the claims fit only where some remaining node fits.
+	NodeFilter map[string]string
+	// NodesTotal is the number of nodes the pod's filters looked at, for
+	// the summary of the verdict ("0/5 nodes are available: ..."); 0
+	// counts the candidate nodes.
+	NodesTotal int
 }
 
 // Explain explains the allocation of claims (one claim, or the claims of a
@@ -84,6 +94,14 @@ func Explain(ctx context.Context, e allocator.Engine, in allocator.Inputs, claim
 	}
 
 	nodes := s.CandidateNodes()
+	if len(opts.NodeFilter) > 0 {
+		nodes = r.filterNodes(nodes, opts)
+		if len(nodes) == 0 {
+			r.Fits, r.Node, r.Devices = false, "", nil
+			r.Verdict = "no node passes the pod's node filters: " + r.FilterSummary
+			return r, nil
+		}
+	}
 	if len(nodes) == 0 {
 		nodes = []string{""}
 	}
@@ -114,6 +132,9 @@ func Explain(ctx context.Context, e allocator.Engine, in allocator.Inputs, claim
 		}
 		keys[k] = len(r.Groups)
 		r.Groups = append(r.Groups, *g)
+	}
+	if len(r.NodeFilters) > 0 {
+		r.fitFromGroups()
 	}
 	r.Verdict = verdict(r)
 	return r, nil

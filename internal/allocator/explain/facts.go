@@ -18,10 +18,13 @@ import (
 type facts struct {
 	ledger  *pool.Ledger
 	devices map[native.DeviceRef]*resourceapi.Device
+	// names maps the ledger's claim keys (UIDs, for claims read from the
+	// API server) to namespace/name, which is what a reader can look up.
+	names map[string]string
 }
 
 func newFacts(in allocator.Inputs) *facts {
-	f := &facts{ledger: pool.NewLedger(), devices: map[native.DeviceRef]*resourceapi.Device{}}
+	f := &facts{ledger: pool.NewLedger(), devices: map[native.DeviceRef]*resourceapi.Device{}, names: map[string]string{}}
 	for _, p := range pool.Group(in.Slices) {
 		f.ledger.SetPool(p)
 		for _, d := range p.Devices {
@@ -30,6 +33,7 @@ func newFacts(in allocator.Inputs) *facts {
 	}
 	for _, c := range in.Allocated {
 		f.ledger.AddClaim(c)
+		f.names[pool.ClaimKey(c)] = allocator.ClaimKey(c)
 	}
 	return f
 }
@@ -39,7 +43,12 @@ func (f *facts) holders(devs []native.DeviceRef) []string {
 	var out []string
 	for _, d := range devs {
 		_, _, claims := f.ledger.Holders(pool.ID{Driver: d.Driver, Pool: d.Pool}, d.Device)
-		out = append(out, claims...)
+		for _, k := range claims {
+			if n, ok := f.names[k]; ok {
+				k = n
+			}
+			out = append(out, k)
+		}
 	}
 	return sortedUnique(out)
 }

@@ -44,6 +44,11 @@ type Report struct {
 	NodesExamined int    `json:"nodesExamined"`
 	NodesTotal    int    `json:"nodesTotal"`
 	StoppedEarly  string `json:"stoppedEarly,omitempty"`
+	// NodeFilters are the nodes a pod's node filters ruled out, by name,
+	// with kube-scheduler's reason (pods only); FilterSummary counts them
+	// as a FailedScheduling event does.
+	NodeFilters   []NodeFilter `json:"nodeFilters,omitempty"`
+	FilterSummary string       `json:"filterSummary,omitempty"`
 }
 
 // NodeGroup is the explanation for nodes whose accounts are the same.

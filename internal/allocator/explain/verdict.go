@@ -61,6 +61,9 @@ func verdict(r *Report) string {
 		}
 		v += "; pools not used: " + names(p)
 	}
+	if len(r.NodeFilters) > 0 {
+		v += "; node filters: " + r.FilterSummary
+	}
 	if r.StoppedEarly != "" {
 		v += " (" + r.StoppedEarly + ")"
 	}
