@@ -57,6 +57,7 @@ const (
 // claims of its pod; kube-scheduler's claims, and claims that are
 // allocated, reserved or being deleted, are never written here.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.decisions.enter()()
 	cfg, err := r.loadConfig(ctx)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read the DRAStack: %w", err)

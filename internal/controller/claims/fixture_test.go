@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -91,6 +92,13 @@ func (l *patchLog) add(t testing.TB, c client.Client, obj client.Object, sub str
 	l.patches = append(l.patches, sentPatch{kind: gvk.Kind, name: obj.GetName(), subresource: sub, typ: p.Type(), data: data, manager: manager})
 }
 
+// reset forgets the patches sent so far (a test's setup).
+func (l *patchLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.patches = nil
+}
+
 func (l *patchLog) all() []sentPatch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -163,6 +171,7 @@ var allowedPatches = map[string][]string{
 	"ResourceClaim/status": {"status.allocation"},
 	"Pod":                  {"spec.schedulingGates"},
 	"DeviceTaintRule":      {"metadata.labels", "spec"},
+	"DRAStack":             {"metadata.finalizers"},
 }
 
 // env is a Reconciler on a fake client, with its patches logged and its
@@ -252,6 +261,30 @@ func (e *env) pod(name string) *corev1.Pod {
 		e.t.Fatalf("get pod %s: %v", name, err)
 	}
 	return &p
+}
+
+// stackOrNil reads the DRAStack (nil when it is gone).
+func (e *env) stackOrNil() *v1alpha1.DRAStack {
+	e.t.Helper()
+	var st v1alpha1.DRAStack
+	err := e.c.Get(context.Background(), types.NamespacedName{Name: v1alpha1.DRAStackName}, &st)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatalf("get DRAStack: %v", err)
+	}
+	return &st
+}
+
+// stack reads the DRAStack, which must exist.
+func (e *env) stack() *v1alpha1.DRAStack {
+	e.t.Helper()
+	st := e.stackOrNil()
+	if st == nil {
+		e.t.Fatal("the DRAStack is gone")
+	}
+	return st
 }
 
 // hasEvent says whether one of evs has this type and reason and contains

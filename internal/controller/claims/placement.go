@@ -62,6 +62,7 @@ type podClaims struct {
 // Reconcile converges one pod.
 func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r := p.r
+	defer r.decisions.enter()()
 	cfg, err := r.loadConfig(ctx)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read the DRAStack: %w", err)

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +83,38 @@ type Reconciler struct {
 	// resource.k8s.io/v1 DeviceTaintRule: only slices the operator
 	// publishes itself carry the central taint there.
 	taintRules bool
+	// decisions orders allocations before the removal of central taints
+	// (see allocationBarrier).
+	decisions allocationBarrier
+}
+
+// allocationBarrier lets the taint loop wait until every allocation
+// decided under an earlier configuration has been written or dropped.
+// The claim and placement loops hold it shared for a whole reconcile,
+// from reading the configuration to the last write, so they never wait
+// for each other; the taint loop takes it exclusively for an instant
+// before it removes a taint (a device leaving the central partition, or
+// the DRAStack going). Every reconcile that began before has then ended,
+// and every later one reads a configuration at least as new as the one
+// the taint loop acted on (all read the same informer cache), so no
+// allocation of a device that kube-scheduler may now allocate can still
+// be written: the removal is ordered by construction, not by a delay.
+type allocationBarrier struct {
+	mu sync.RWMutex
+}
+
+// enter marks the start of a reconcile that may allocate; call the
+// returned func when it ends.
+func (b *allocationBarrier) enter() func() {
+	b.mu.RLock()
+	return b.mu.RUnlock
+}
+
+// drain returns once every reconcile that entered before it has ended.
+func (b *allocationBarrier) drain() {
+	b.mu.Lock()
+	//nolint:staticcheck // an empty critical section is the point: a barrier.
+	b.mu.Unlock()
 }
 
 func (r *Reconciler) init() {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -23,6 +24,8 @@ import (
 // central devices: it creates, updates and deletes only rules labelled as
 // the operator's (central.Owned).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=get;list;watch;create;patch;delete
+// It holds the DRAStack with a finalizer while rules exist (patch).
+// +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=patch
 
 // taintKey is the only request of the taint loop: it converges every rule
 // at once, since one spec change can move many.
@@ -31,6 +34,15 @@ var taintKey = reconcile.Request{NamespacedName: client.ObjectKey{Name: "central
 // EventTaintRules is the reason of the Events on the DRAStack when the
 // operator's DeviceTaintRules change.
 const EventTaintRules = "CentralDevicesTainted"
+
+// CleanupFinalizer holds a DRAStack while the operator's DeviceTaintRules
+// exist. The rules are owned by the DRAStack, so that they go with it
+// even when the operator is gone; without the finalizer, deleting the
+// DRAStack would let the garbage collector remove them while pods still
+// carry the gate or an allocation is being written. With it, the taint
+// loop removes them in order (gates lifted, allocations drained) and then
+// lets the DRAStack go.
+const CleanupFinalizer = "drastack.io/claims-cleanup"
 
 // taintReconciler keeps the DeviceTaintRules of spec.claims.central in
 // place (central.Partition.TaintRules).
@@ -64,6 +76,13 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 			return ctrl.Result{}, nil
 		}
 		desired = part.TaintRules()
+		if len(desired) > 0 {
+			// Before the first rule exists, so that no rule is ever
+			// left to the garbage collector alone.
+			if err := t.setFinalizer(ctx, stack, true); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 	case cfg.Active:
 		// No central entry left: nothing is central, whatever pods wait
 		// (their claims now need devices the spec no longer names).
@@ -81,8 +100,8 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 		r.event(stack, corev1.EventTypeWarning, EventTaintRules, "Taint", "DeviceTaintRules %s exist but are not the operator's; their devices are not central", strings.Join(conflicts, ", "))
 	}
 	// Owned by the DRAStack, so that they go with it even when the
-	// operator is gone; the DRAStack's finalizer (driver removal) keeps it,
-	// and so the rules, until the operator has lifted the gates. No
+	// operator is gone; CleanupFinalizer keeps the DRAStack, and so the
+	// rules, until the operator has lifted the gates. No
 	// blockOwnerDeletion: nothing waits for the rules.
 	var owner []metav1.OwnerReference
 	if haveStack && cfg.Active {
@@ -96,6 +115,12 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 		if err := r.Client.Create(ctx, rule, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, fmt.Errorf("create DeviceTaintRule %s: %w", rule.Name, err)
 		}
+	}
+	if len(diff.Update) > 0 || len(diff.Delete) > 0 {
+		// An update can narrow a rule: devices leave the partition as
+		// surely as with a delete. Every allocation decided under the
+		// configuration that still named them ends first.
+		r.decisions.drain()
 	}
 	for i := range diff.Update {
 		rule := &diff.Update[i]
@@ -123,7 +148,42 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 				len(diff.Create), len(diff.Update), len(diff.Delete))
 		}
 	}
+	if len(desired) == 0 && ownedRules(existing.Items) == len(diff.Delete) {
+		// No rule of the operator is left: nothing holds the DRAStack.
+		return ctrl.Result{}, t.setFinalizer(ctx, stack, false)
+	}
 	return ctrl.Result{}, nil
+}
+
+// ownedRules counts the operator's rules among rules.
+func ownedRules(rules []resourceapi.DeviceTaintRule) int {
+	n := 0
+	for i := range rules {
+		if central.Owned(&rules[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// setFinalizer adds or removes CleanupFinalizer with a merge patch that
+// carries the resourceVersion (a conflict is retried by the queue, with
+// the DRAStack read again). A nil stack, or one already as wanted, is
+// left alone; a terminating DRAStack never gets the finalizer back.
+func (t *taintReconciler) setFinalizer(ctx context.Context, stack *v1alpha1.DRAStack, on bool) error {
+	if stack == nil || controllerutil.ContainsFinalizer(stack, CleanupFinalizer) == on || (on && stack.DeletionTimestamp != nil) {
+		return nil
+	}
+	upd := stack.DeepCopy()
+	if on {
+		controllerutil.AddFinalizer(upd, CleanupFinalizer)
+	} else {
+		controllerutil.RemoveFinalizer(upd, CleanupFinalizer)
+	}
+	if err := t.r.Client.Patch(ctx, upd, optimistic(stack), client.FieldOwner(FieldManager)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("%s finalizer %s of DRAStack %s: %w", map[bool]string{true: "add", false: "remove"}[on], CleanupFinalizer, stack.Name, err)
+	}
+	return nil
 }
 
 // partition reads slices and nodes from the cache into a central.Partition.

@@ -3,7 +3,9 @@ package claims
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,8 +99,11 @@ func TestTaintLoop(t *testing.T) {
 			t.Errorf("changed rules did not invalidate the engine session")
 		}
 		checkPatches(t, e.patches, allowedPatches)
-		if len(e.patches.all()) != 1 {
-			t.Errorf("%d patches, want the one update", len(e.patches.all()))
+		if got := patchKinds(e.patches); !slices.Equal(got, []string{"DRAStack", "DeviceTaintRule"}) {
+			t.Errorf("patches of %v, want the finalizer on the DRAStack and the one update", got)
+		}
+		if !slices.Contains(e.stack().Finalizers, CleanupFinalizer) {
+			t.Errorf("DRAStack finalizers %v, want %s while rules exist", e.stack().Finalizers, CleanupFinalizer)
 		}
 		evs := e.events()
 		if !hasEvent(evs, corev1.EventTypeWarning, EventTaintRules, mh, "not the operator's") ||
@@ -110,8 +115,8 @@ func TestTaintLoop(t *testing.T) {
 		if _, err := tr.Reconcile(ctx, taintKey); err != nil {
 			t.Fatal(err)
 		}
-		if len(e.patches.all()) != 1 {
-			t.Errorf("a converged reconcile wrote again")
+		if len(e.patches.all()) != 2 {
+			t.Errorf("a converged reconcile wrote again: %v", patchKinds(e.patches))
 		}
 		if evs := e.events(); hasEvent(evs, corev1.EventTypeNormal, EventTaintRules) {
 			t.Errorf("a converged reconcile reported a change: %q", evs)
@@ -145,6 +150,81 @@ func TestTaintLoop(t *testing.T) {
 		}
 	})
 
+	t.Run("a DRAStack being deleted keeps its rules and finalizer while a pod is gated, then lets go", func(t *testing.T) {
+		st := stack("n1")
+		st.Finalizers = []string{CleanupFinalizer}
+		st.DeletionTimestamp = ptr.To(metav1.Now())
+		objs := append(cluster(), st, rule(n1, "n1", true), gatedPod("p", "1", "c"))
+		e := newEnv(t, interceptor.Funcs{}, objs...)
+		tr := &taintReconciler{r: e.r}
+		if _, err := tr.Reconcile(ctx, taintKey); err != nil {
+			t.Fatal(err)
+		}
+		if e.rules()[n1] == nil || !slices.Contains(e.stack().Finalizers, CleanupFinalizer) {
+			t.Fatalf("rule or finalizer gone while pod p is gated: rules %v, finalizers %v", e.rules(), e.stack().Finalizers)
+		}
+		p := &placementReconciler{r: e.r}
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if e.pod("p").Spec.SchedulingGates != nil {
+			t.Fatalf("gate not lifted while the DRAStack is deleted: %v", e.pod("p").Spec.SchedulingGates)
+		}
+		if _, err := tr.Reconcile(ctx, taintKey); err != nil {
+			t.Fatal(err)
+		}
+		if e.rules()[n1] != nil {
+			t.Errorf("rule %s left after the last gate", n1)
+		}
+		if got := e.stackOrNil(); got != nil {
+			t.Errorf("DRAStack still there with finalizers %v; want it gone once the finalizer is removed", got.Finalizers)
+		}
+	})
+
+	t.Run("a rule goes only after the allocations decided before have ended", func(t *testing.T) {
+		var mu sync.Mutex
+		released := false
+		funcs := interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			mu.Lock()
+			ok := released
+			mu.Unlock()
+			if !ok {
+				t.Errorf("DeviceTaintRule %s deleted while an allocation decided under the old configuration was being written", obj.GetName())
+			}
+			return c.Delete(ctx, obj, opts...)
+		}}
+		// n2 left spec.claims.central: its rule must go.
+		e := newEnv(t, funcs, append(cluster(), stack("n1"), rule(n1, "n1", true), rule(n2, "n2", true))...)
+		tr := &taintReconciler{r: e.r}
+		leave := e.r.decisions.enter() // a claim worker in the middle of a write
+		done := make(chan error)
+		go func() {
+			_, err := tr.Reconcile(ctx, taintKey)
+			done <- err
+		}()
+		// Wait until the taint loop waits for the worker: a writer waiting
+		// on the barrier makes TryRLock fail. Finishing first is the bug.
+		for e.r.decisions.mu.TryRLock() {
+			e.r.decisions.mu.RUnlock()
+			select {
+			case err := <-done:
+				t.Fatalf("the taint loop finished (%v) while a worker was in the middle of an allocation", err)
+			default:
+				runtime.Gosched()
+			}
+		}
+		mu.Lock()
+		released = true
+		mu.Unlock()
+		leave()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if rules := e.rules(); rules[n2] != nil || rules[n1] == nil {
+			t.Errorf("rules %v, want only %s", rules, n1)
+		}
+	})
+
 	t.Run("a refused create is an error", func(t *testing.T) {
 		funcs := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			return apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "devicetaintrules"}, obj.GetName(), errors.New("no"))
@@ -155,4 +235,14 @@ func TestTaintLoop(t *testing.T) {
 			t.Errorf("Reconcile: %v, want the 403", err)
 		}
 	})
+}
+
+// patchKinds lists the kinds of the patches sent, sorted.
+func patchKinds(log *patchLog) []string {
+	var out []string
+	for _, p := range log.all() {
+		out = append(out, p.kind)
+	}
+	slices.Sort(out)
+	return out
 }
