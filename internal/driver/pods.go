@@ -26,8 +26,10 @@ var failingWaitReasons = []string{
 
 // PodFailure is why one pod of a driver does not run.
 type PodFailure struct {
-	// Reason is the container waiting reason (CrashLoopBackOff, ...),
-	// PodFailed or Unschedulable.
+	// Reason is the container waiting reason (CrashLoopBackOff, ...) or
+	// PodFailed. An unschedulable pod is not a failure: it may fit once
+	// a node frees resources, and a rollout that waits for it too long is
+	// reported as stalled, with the scheduler's message.
 	Reason string
 	// Node is where the pod runs or was meant to run; empty for an
 	// unscheduled controller pod.
@@ -39,7 +41,7 @@ type PodFailure struct {
 // podFailure returns why a pod does not run, or nil while it runs or is
 // still starting normally.
 func podFailure(p *corev1.Pod) *PodFailure {
-	f := &PodFailure{Node: p.Spec.NodeName, Pod: p.Name}
+	f := &PodFailure{Node: podNode(p), Pod: p.Name}
 	if p.Status.Phase == corev1.PodFailed {
 		f.Reason = "PodFailed"
 		return f
@@ -52,13 +54,60 @@ func podFailure(p *corev1.Pod) *PodFailure {
 			}
 		}
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			f.Reason = corev1.PodReasonUnschedulable
-			return f
+	return nil
+}
+
+// podNode is the node a pod runs on or, for a daemon pod the scheduler
+// has not placed yet, the node the DaemonSet controller made it for (its
+// required node affinity on metadata.name); empty when neither is known.
+func podNode(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range t.MatchFields {
+			if f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 {
+				return f.Values[0]
+			}
 		}
 	}
-	return nil
+	return ""
+}
+
+// podWaiting says why a pod that is not ready waits, in the words of
+// whoever holds it: the scheduler ("Unschedulable: 0/3 nodes are
+// available: 3 Insufficient cpu.") or the kubelet (the container's waiting
+// reason and message). Empty when neither says anything.
+func podWaiting(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return oneLine(strings.TrimSpace(c.Reason + ": " + c.Message))
+		}
+	}
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" {
+				if w.Message != "" {
+					return oneLine(w.Reason + ": " + w.Message)
+				}
+				return w.Reason
+			}
+		}
+	}
+	if p.Status.Phase == corev1.PodPending {
+		return "Pending"
+	}
+	return ""
+}
+
+// oneLine keeps a message to one line of at most 200 bytes.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return truncate(strings.TrimSuffix(s, ":"), 200)
 }
 
 // podReadySince returns when the pod became Ready, or false when it is

@@ -22,6 +22,7 @@ const (
 	ReasonWaitingForSlices = "WaitingForSlices"
 	ReasonNotPublishing    = "NotPublishing"
 	ReasonRolloutStalled   = "RolloutStalled"
+	ReasonNoMatchingNodes  = "NoMatchingNodes"
 	ReasonApplyConflict    = "ApplyConflict"
 	ReasonApplyFailed      = "ApplyFailed"
 	ReasonInvalidSpec      = "InvalidSpec"
@@ -51,6 +52,15 @@ type Settings struct {
 	PublishGrace time.Duration
 	// RolloutTimeout: see DefaultRolloutTimeout (used when zero).
 	RolloutTimeout time.Duration
+}
+
+// ForDriver returns the settings for one driver: its
+// updateStrategy.progressDeadlineSeconds, when set, replaces RolloutTimeout.
+func (s Settings) ForDriver(spec *v1alpha1.DriverSpec) Settings {
+	if d := spec.UpdateStrategy.ProgressDeadlineSeconds; d != nil && *d > 0 {
+		s.RolloutTimeout = time.Duration(*d) * time.Second
+	}
+	return s
 }
 
 func (s Settings) withDefaults() Settings {
@@ -90,6 +100,12 @@ type Observed struct {
 	// start of the current rollout). Empty when unknown.
 	CurrentRevision string
 	RevisionCreated time.Time
+	// RevisionNumber is the newest ControllerRevision's number: above 1
+	// the DaemonSet had an earlier template, so a rollout is an upgrade.
+	RevisionNumber int64
+	// NodeFit explains which nodes the plugin can run on; the controller
+	// fills it when the DaemonSet targets no node.
+	NodeFit *NodeFit
 	// Deployments are the driver's controller Deployments found.
 	Deployments []appsv1.Deployment
 	// Pods are the driver's pods, plugin and controller.
@@ -117,10 +133,13 @@ type Assessment struct {
 	RecheckAfter time.Duration
 }
 
-// problem is one reason a driver is not ready.
+// problem is one reason a driver is not ready, or something it is doing.
 type problem struct {
 	reason, message string
 	degraded        bool
+	// serving: the driver still serves (an upgrade during which every node
+	// keeps publishing), so the problem does not make it unready.
+	serving bool
 }
 
 // Assess turns what was observed of a declared driver into its status.
@@ -146,6 +165,9 @@ func Assess(name string, o Observed, s Settings) Assessment {
 	var problems []problem
 	add := func(reason, message string, degraded bool) {
 		problems = append(problems, problem{reason: reason, message: message, degraded: degraded})
+	}
+	addServing := func(reason, message string) {
+		problems = append(problems, problem{reason: reason, message: message, serving: true})
 	}
 	recheck := func(d time.Duration) {
 		if d > 0 && (a.RecheckAfter == 0 || d < a.RecheckAfter) {
@@ -175,7 +197,7 @@ func Assess(name string, o Observed, s Settings) Assessment {
 		add(reason, msg, true)
 	}
 
-	assessRollout(o, s, len(failures) > 0, add, recheck)
+	assessRollout(o, s, failures, add, addServing, recheck)
 	assessControllers(o, r, add)
 	assessPublishing(o, s, add, recheck)
 
@@ -191,6 +213,7 @@ func Assess(name string, o Observed, s Settings) Assessment {
 		st.Message = readyMessage(st)
 		return a
 	}
+	st.Ready = !slices.ContainsFunc(problems, func(p problem) bool { return !p.serving })
 	// Failures lead: they need a person, the rest needs time.
 	slices.SortStableFunc(problems, func(x, y problem) int { return boolRank(y.degraded) - boolRank(x.degraded) })
 	st.Reason = problems[0].reason
@@ -204,6 +227,9 @@ func Assess(name string, o Observed, s Settings) Assessment {
 		}
 	}
 	st.Message = strings.Join(slices.Compact(msgs), "; ")
+	if st.Ready {
+		st.Message += "; every node still serves (" + readyMessage(st) + ")"
+	}
 	return a
 }
 
@@ -212,32 +238,64 @@ func fillNodeCounts(st *v1alpha1.DriverStatus, o Observed) {
 	if ds := o.DaemonSet; ds != nil {
 		st.NodesDesired = ds.Status.DesiredNumberScheduled
 		st.NodesReady = ds.Status.NumberReady
-		st.NodesUpdated = ds.Status.UpdatedNumberScheduled
 	}
+	st.NodesUpdated = int32(len(updatedNodes(o)))
 	st.NodesPublishing = int32(len(o.PublishingNodes))
 }
 
-// assessRollout reports an absent, rolling, starting or stalled
-// kubelet-plugin DaemonSet. failing says pod failures were reported
-// already: they explain nodes without an available plugin.
-func assessRollout(o Observed, s Settings, failing bool, add func(string, string, bool), recheck func(time.Duration)) {
+// assessRollout reports an absent, empty, rolling, starting or stalled
+// kubelet-plugin DaemonSet. failures were reported already: they explain
+// the nodes whose current plugin does not run.
+func assessRollout(o Observed, s Settings, failures []PodFailure, add func(string, string, bool), addServing func(string, string), recheck func(time.Duration)) {
 	ds := o.DaemonSet
 	if ds == nil {
 		add(ReasonInstalling, "the kubelet-plugin DaemonSet does not exist yet", false)
 		return
 	}
+	desired := ds.Status.DesiredNumberScheduled
+	upgrade := o.RevisionNumber > 1 || oldPluginPods(o) > 0
+	serving := upgrade && len(failures) == 0 && desired > 0 && servingNodes(o) >= int(desired)
 	if ds.Status.ObservedGeneration < ds.Generation {
-		add(ReasonRollingOut, "the DaemonSet controller has not seen the new plugin spec yet", false)
+		msg := "the DaemonSet controller has not seen the new plugin spec yet"
+		if serving {
+			addServing(ReasonRollingOut, msg)
+		} else {
+			add(ReasonRollingOut, msg, false)
+		}
 		return
 	}
-	desired, updated, available := ds.Status.DesiredNumberScheduled, ds.Status.UpdatedNumberScheduled, ds.Status.NumberAvailable
-	switch {
-	case updated < desired && oldPluginPods(o) > 0:
-		add(ReasonRollingOut, fmt.Sprintf("%d/%d nodes updated to %s, %d ready", updated, desired, o.Rendered.Version, ds.Status.NumberReady), false)
-	case updated < desired || (available < desired && !failing):
-		add(ReasonInstalling, fmt.Sprintf("%d/%d nodes have an available plugin (%d ready)", available, desired, ds.Status.NumberReady), false)
-	default:
+	if desired == 0 {
+		add(ReasonNoMatchingNodes, noNodesMessage(o), false)
 		return
+	}
+	updated := updatedNodes(o)
+	failed := map[string]bool{}
+	for _, f := range failures {
+		if f.Node != "" {
+			failed[f.Node] = true
+		}
+	}
+	explained := len(updated)
+	for node := range failed {
+		if !updated[node] {
+			explained++
+		}
+	}
+	available := ds.Status.NumberAvailable
+	if explained >= int(desired) && (available >= desired || len(failures) > 0) {
+		return
+	}
+	reason, msg := ReasonInstalling, fmt.Sprintf("%d/%d nodes have a running, ready plugin (%d available)", len(updated), desired, available)
+	if upgrade {
+		reason, msg = ReasonRollingOut, fmt.Sprintf("%d/%d nodes updated to %s, %d ready", len(updated), desired, o.Rendered.Version, ds.Status.NumberReady)
+	}
+	if waits := waitingNodes(o, updated, failed); waits != "" {
+		msg += "; " + waits
+	}
+	if serving {
+		addServing(reason, msg)
+	} else {
+		add(reason, msg, false)
 	}
 	// The message gives the time of the last progress, not how long ago it
 	// was: status text that changes on every look would rewrite status on
@@ -247,11 +305,89 @@ func assessRollout(o Observed, s Settings, failing bool, add func(string, string
 		return
 	}
 	if idle := o.Now.Sub(last); idle >= s.RolloutTimeout {
-		add(ReasonRolloutStalled, fmt.Sprintf("no node got an updated, ready plugin since %s (%d/%d updated, %d available)",
-			last.UTC().Format(time.RFC3339), updated, desired, available), true)
+		add(ReasonRolloutStalled, fmt.Sprintf("the rollout is stalled: no node got an updated, ready plugin since %s, longer than the %s limit (%d/%d updated, %d available)",
+			last.UTC().Format(time.RFC3339), s.RolloutTimeout, len(updated), desired, available), true)
 	} else {
 		recheck(s.RolloutTimeout - idle)
 	}
+}
+
+// updatedNodes are the nodes with a plugin pod of the current revision
+// that runs and is ready. Without a known revision none is.
+func updatedNodes(o Observed) map[string]bool {
+	out := map[string]bool{}
+	if o.CurrentRevision == "" {
+		return out
+	}
+	for i := range o.Pods {
+		p := &o.Pods[i]
+		if p.Labels[LabelComponent] != ComponentKubeletPlugin || p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] != o.CurrentRevision ||
+			p.Status.Phase != corev1.PodRunning || p.Spec.NodeName == "" {
+			continue
+		}
+		if _, ready := podReadySince(p); ready {
+			out[p.Spec.NodeName] = true
+		}
+	}
+	return out
+}
+
+// servingNodes counts the nodes with a plugin pod, of any revision, that
+// publish ResourceSlices: during an upgrade they keep serving claims.
+func servingNodes(o Observed) int {
+	nodes := map[string]bool{}
+	for i := range o.Pods {
+		p := &o.Pods[i]
+		if n := podNode(p); p.Labels[LabelComponent] == ComponentKubeletPlugin && n != "" && o.PublishingNodes[n] {
+			nodes[n] = true
+		}
+	}
+	return len(nodes)
+}
+
+// waitingNodes names the nodes whose current plugin does not run yet,
+// with what the scheduler or the kubelet says, at most five:
+// "waiting on node n1 (Unschedulable: 0/2 nodes are available: ...)".
+func waitingNodes(o Observed, updated, failed map[string]bool) string {
+	var parts []string
+	seen := map[string]bool{}
+	for i := range o.Pods {
+		p := &o.Pods[i]
+		node := podNode(p)
+		if p.Labels[LabelComponent] != ComponentKubeletPlugin || p.DeletionTimestamp != nil || node == "" || updated[node] || failed[node] || seen[node] ||
+			(o.CurrentRevision != "" && p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] != o.CurrentRevision) {
+			continue
+		}
+		seen[node] = true
+		part := "node " + node
+		if why := podWaiting(p); why != "" {
+			part += " (" + why + ")"
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	slices.Sort(parts)
+	return "waiting on " + listSome(parts, 5)
+}
+
+// noNodesMessage says why the plugin targets no node, and whether nodes
+// still publish slices of the driver from an earlier placement.
+func noNodesMessage(o Observed) string {
+	msg := "the plugin targets no node"
+	if o.NodeFit != nil {
+		msg = o.NodeFit.Message()
+	}
+	if n := len(o.PublishingNodes); n > 0 {
+		nodes := make([]string, 0, n)
+		for node := range o.PublishingNodes {
+			nodes = append(nodes, node)
+		}
+		slices.Sort(nodes)
+		msg += fmt.Sprintf("; %d %s still publish ResourceSlices of the driver (%s) without a plugin the operator runs", n, plural(n, "node", "nodes"), listSome(nodes, 5))
+	}
+	return msg
 }
 
 // oldPluginPods counts plugin pods of an older revision than the current one.
@@ -364,9 +500,6 @@ func missingClasses(want, have []string) []string {
 }
 
 func readyMessage(st *v1alpha1.DriverStatus) string {
-	if st.NodesDesired == 0 {
-		return "installed; no node matches the plugin's node selector"
-	}
 	return fmt.Sprintf("%d/%d nodes ready, %d publishing, %s", st.NodesReady, st.NodesDesired, st.NodesPublishing, st.Version)
 }
 

@@ -72,6 +72,23 @@ func pluginPod(node, rev string, readyFor time.Duration) corev1.Pod {
 	return p
 }
 
+// pendingPod is a daemon pod made for node that the scheduler could not
+// place for age, with its message.
+func pendingPod(node, rev string, age time.Duration, msg string) corev1.Pod {
+	p := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "plugin-" + node, CreationTimestamp: metav1.NewTime(statusNow.Add(-age)), Labels: map[string]string{
+			LabelComponent: ComponentKubeletPlugin, appsv1.DefaultDaemonSetUniqueLabelKey: rev,
+		}},
+		Spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}},
+		}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg,
+		}}},
+	}
+	return p
+}
+
 // failing makes the pod on node wait in a failing state.
 func failing(o *Observed, node, reason string) {
 	for i := range o.Pods {
@@ -95,28 +112,64 @@ func TestAssess(t *testing.T) {
 	}{
 		{name: "plugin ready and publishing on every node", o: func(*Observed) {},
 			reason: ReasonReady, ready: true, mention: []string{"2/2 nodes ready, 2 publishing, v0.2.0"}},
-		{name: "no node matches the selector: ready, nothing to run", o: func(o *Observed) {
+		{name: "no node matches the selector: not ready, says so", o: func(o *Observed) {
 			o.DaemonSet, o.Pods, o.PublishingNodes = daemonSet(0, 0, 0), nil, nil
-		}, reason: ReasonReady, ready: true, mention: []string{"no node matches"}},
+			o.NodeFit = &NodeFit{Nodes: 3, Selector: "gpu=yes"}
+		}, reason: ReasonNoMatchingNodes, mention: []string{"no node matches the plugin's node selector {gpu=yes} (3 nodes in the cluster)"}},
+		{name: "no node targeted while nodes still publish the driver's slices", o: func(o *Observed) {
+			o.DaemonSet, o.Pods = daemonSet(0, 0, 0), nil
+			o.NodeFit = &NodeFit{Nodes: 2, Selected: 2, Affinity: "nvidia.com/gpu.present In (true)"}
+		}, reason: ReasonNoMatchingNodes, mention: []string{"none of the 2 nodes satisfies the profile's required node affinity: nvidia.com/gpu.present In (true)",
+			"2 nodes still publish ResourceSlices of the driver (n1, n2)"}},
 		{name: "DaemonSet not created yet", o: func(o *Observed) { o.DaemonSet, o.Pods = nil, nil },
 			reason: ReasonInstalling, prog: true, mention: []string{"does not exist yet"}},
 		{name: "first install: pods starting", o: func(o *Observed) {
 			o.DaemonSet = daemonSet(2, 2, 0)
 			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -10*time.Second), pluginPod("n2", "rev2", -10*time.Second)}
 			o.PublishingNodes = nil
-		}, reason: ReasonInstalling, prog: true, mention: []string{"0/2 nodes have an available plugin (0 ready)"}},
+		}, reason: ReasonInstalling, prog: true, mention: []string{"0/2 nodes have a running, ready plugin (0 available)"}},
+		{name: "first install: slices left from an earlier install do not make it ready", o: func(o *Observed) {
+			o.DaemonSet = daemonSet(2, 2, 0)
+			o.RevisionNumber = 1
+			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -10*time.Second), pluginPod("n2", "rev2", -10*time.Second)}
+		}, reason: ReasonInstalling, prog: true, mention: []string{"0/2 nodes have a running, ready plugin"}},
+		{name: "first install: a pod the scheduler cannot place names its node and the scheduler's reason", o: func(o *Observed) {
+			o.DaemonSet = daemonSet(2, 2, 1)
+			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", 5*time.Minute), pendingPod("n2", "rev2", time.Minute, "0/2 nodes are available: 1 Insufficient cpu.")}
+			o.PublishingNodes = map[string]bool{"n1": true}
+		}, reason: ReasonInstalling, prog: true, mention: []string{"1/2 nodes have a running, ready plugin",
+			"waiting on node n2 (Unschedulable: 0/2 nodes are available: 1 Insufficient cpu.)"}},
+		{name: "an unschedulable plugin past the stall limit: RolloutStalled leads, still progressing", o: func(o *Observed) {
+			o.DaemonSet = daemonSet(2, 2, 1)
+			o.RevisionCreated = statusNow.Add(-10 * time.Minute)
+			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", 9*time.Minute), pendingPod("n2", "rev2", 6*time.Minute, "0/2 nodes are available: 1 Insufficient cpu.")}
+			o.PublishingNodes = map[string]bool{"n1": true}
+		}, reason: ReasonRolloutStalled, prog: true, degraded: true, mention: []string{"the rollout is stalled", "longer than the 5m0s limit",
+			"node n2 (Unschedulable: 0/2 nodes are available: 1 Insufficient cpu.)"}},
 		{name: "DaemonSet controller behind the spec", o: func(o *Observed) { o.DaemonSet.Generation = 4 },
 			reason: ReasonRollingOut, prog: true},
 		{name: "rollout under way", o: func(o *Observed) {
 			o.DaemonSet = daemonSet(2, 1, 1)
 			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -20*time.Second), pluginPod("n2", "rev1", time.Hour)}
 			o.RevisionCreated = statusNow.Add(-30 * time.Second)
-		}, reason: ReasonRollingOut, prog: true, mention: []string{"1/2 nodes updated to v0.2.0"}},
+		}, reason: ReasonRollingOut, ready: true, prog: true, mention: []string{"0/2 nodes updated to v0.2.0", "every node still serves"}},
+		{name: "rollout during which a node stops publishing: not ready", o: func(o *Observed) {
+			o.DaemonSet = daemonSet(2, 1, 1)
+			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -20*time.Second), pluginPod("n2", "rev1", time.Hour)}
+			o.RevisionCreated = statusNow.Add(-30 * time.Second)
+			o.PublishingNodes = map[string]bool{"n2": true}
+		}, reason: ReasonRollingOut, prog: true, mention: []string{"0/2 nodes updated to v0.2.0", "waiting on node n1"}},
+		{name: "the tail of an upgrade (no old pod left) still serves", o: func(o *Observed) {
+			o.DaemonSet = daemonSet(2, 2, 1)
+			o.RevisionNumber = 2
+			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -5*time.Second), pluginPod("n2", "rev2", time.Minute)}
+			o.RevisionCreated = statusNow.Add(-2 * time.Minute)
+		}, reason: ReasonRollingOut, ready: true, prog: true, mention: []string{"1/2 nodes updated"}},
 		{name: "rollout with no progress for longer than the timeout", o: func(o *Observed) {
 			o.DaemonSet = daemonSet(2, 1, 1)
 			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -9*time.Minute), pluginPod("n2", "rev1", time.Hour)}
 			o.RevisionCreated = statusNow.Add(-10 * time.Minute)
-		}, reason: ReasonRolloutStalled, prog: true, degraded: true, mention: []string{"since 2026-11-22T11:51:00Z", "1/2 updated"}},
+		}, reason: ReasonRolloutStalled, prog: true, degraded: true, mention: []string{"since 2026-11-22T11:51:00Z", "0/2 updated", "the rollout is stalled"}},
 		{name: "a crash-looping plugin names its node", o: func(o *Observed) {
 			o.DaemonSet = daemonSet(2, 2, 1)
 			failing(o, "n2", "CrashLoopBackOff")
@@ -126,7 +179,7 @@ func TestAssess(t *testing.T) {
 			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -20*time.Second), pluginPod("n2", "rev1", time.Hour)}
 			o.RevisionCreated = statusNow.Add(-30 * time.Second)
 			failing(o, "n1", "ErrImagePull")
-		}, reason: "ErrImagePull", prog: true, degraded: true, mention: []string{"ErrImagePull on node n1", "1/2 nodes updated"}},
+		}, reason: "ErrImagePull", prog: true, degraded: true, mention: []string{"ErrImagePull on node n1", "0/2 nodes updated"}},
 		{name: "image pull failures on several nodes lead over a crash", o: func(o *Observed) {
 			o.DaemonSet = daemonSet(2, 2, 0)
 			failing(o, "n1", "ErrImagePull")
@@ -304,7 +357,7 @@ func TestPodFailure(t *testing.T) {
 		{"failing init container", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}}, "CrashLoopBackOff"},
 		{"bad config", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError"}}}}}, "CreateContainerConfigError"},
 		{"failed pod", corev1.PodStatus{Phase: corev1.PodFailed}, "PodFailed"},
-		{"unschedulable", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}, "Unschedulable"},
+		{"unschedulable is waiting, not failing: it may fit later, and a rollout waiting too long is stalled", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

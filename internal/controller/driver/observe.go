@@ -108,6 +108,18 @@ func (r *Reconciler) observe(ctx context.Context, st *v1alpha1.DRAStack, d *decl
 		if newest := newestRevision(revs.Items, o.DaemonSet.UID); newest != nil {
 			o.CurrentRevision = newest.Labels[appsv1.DefaultDaemonSetUniqueLabelKey]
 			o.RevisionCreated = newest.CreationTimestamp.Time
+			o.RevisionNumber = newest.Revision
+		}
+		// A DaemonSet the controller has seen that targets no node: say
+		// which of the node selector, the profile's node affinity or the
+		// taints leaves none.
+		if ds := o.DaemonSet; ds.Status.ObservedGeneration >= ds.Generation && ds.Status.DesiredNumberScheduled == 0 {
+			nodes := &corev1.NodeList{}
+			if err := r.Client.List(ctx, nodes); err != nil {
+				return o, fmt.Errorf("list nodes for driver %s: %w", d.spec.Name, err)
+			}
+			fit := driver.FitNodes(&ds.Spec.Template.Spec, nodes.Items)
+			o.NodeFit = &fit
 		}
 	}
 	return o, nil

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +61,11 @@ type Reconciler struct {
 	Settings driver.Settings
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
+
+	// emitted remembers each driver's last reason and removal phase an
+	// Event was emitted for; see recordTransitions.
+	emittedMu sync.Mutex
+	emitted   map[string]string
 }
 
 // declared is one driver of the spec with its render.
@@ -164,7 +170,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		assessments = append(assessments, driver.Assess(d.spec.Name, o, r.Settings))
+		assessments = append(assessments, driver.Assess(d.spec.Name, o, r.Settings.ForDriver(&d.spec)))
 	}
 	assessments = append(assessments, removals...)
 	r.recordTransitions(&st, assessments)
@@ -226,7 +232,10 @@ func (r *Reconciler) setFinalizer(ctx context.Context, cached *v1alpha1.DRAStack
 }
 
 // recordTransitions emits an Event when a driver's reason changes, so
-// `kubectl describe drastack` tells its story.
+// `kubectl describe drastack` tells its story: one Event per change, such
+// as a single RolloutStalled Warning when a rollout passes its limit. The
+// cached DRAStack may not show this controller's last status write yet,
+// so a change is also compared with the last one emitted.
 func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, as []driver.Assessment) {
 	if r.Recorder == nil {
 		return
@@ -244,7 +253,7 @@ func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, as []driver.Assess
 		if a.Status.Removal != nil {
 			phase = a.Status.Removal.Phase
 		}
-		if prevReason == a.Status.Reason && prevPhase == phase {
+		if !r.transition(string(st.UID)+"/"+a.Status.Name, a.Status.Reason+"/"+phase, prevReason == a.Status.Reason && prevPhase == phase) {
 			continue
 		}
 		eventType := corev1.EventTypeNormal
@@ -253,6 +262,20 @@ func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, as []driver.Assess
 		}
 		r.Recorder.Eventf(st, nil, eventType, a.Status.Reason, "Driver", "driver %s: %s", a.Status.Name, a.Status.Message)
 	}
+}
+
+// transition records a driver's state and says whether it is a change to
+// report: not when the stored status already shows it (unchanged), nor
+// when an Event for it was the last one emitted.
+func (r *Reconciler) transition(key, state string, unchanged bool) bool {
+	r.emittedMu.Lock()
+	defer r.emittedMu.Unlock()
+	if r.emitted == nil {
+		r.emitted = map[string]string{}
+	}
+	prev, known := r.emitted[key]
+	r.emitted[key] = state
+	return !unchanged && (!known || prev != state)
 }
 
 func (r *Reconciler) now() time.Time {

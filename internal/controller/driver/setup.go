@@ -87,9 +87,11 @@ import (
 // node's slices; create and update are also what the multi-host publisher
 // sends (internal/controller/publisher).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=create;update;patch
-// Held only to grant it to the kubelet plugin of every profile (common/0300:
-// get) and the nvidia-gpu kubelet plugin and compute-domain controller
-// (nvidia-gpu 0310 and 0600: get, list, watch, update).
+// observe.go observe: which nodes a plugin that targets none could run
+// on (cache: list, watch). Also held to grant it to the kubelet plugin of
+// every profile (common/0300: get) and the nvidia-gpu kubelet plugin and
+// compute-domain controller (nvidia-gpu 0310 and 0600: get, list, watch,
+// update).
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update
 // Held only to grant it to the nvidia-gpu compute-domain controller
 // (profiles/nvidia-gpu/0600_controller.yaml, Role controller).
