@@ -34,9 +34,10 @@ func TestExplainClaim(t *testing.T) {
 func TestExplainClaimUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"explain", "-f", "testdata/explain/base.yaml"},
-		{"explain", "-f", "testdata/explain/base.yaml", "pod/x"},
+		{"explain", "-f", "testdata/explain/base.yaml", "node/x"},
 		{"explain", "-f", "testdata/explain/base.yaml", "claim/missing"},
-		{"explain", "claim/one"},
+		{"explain", "-f", "testdata/explain/base.yaml", "pod/x", "--kubeconfig", "k"},
+		{"explain", "-f", "testdata/explain/base.yaml", "claim/one", "--context", "c"},
 	} {
 		if code, _, _ := run(t, "", nil, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -163,7 +164,7 @@ func utilizationBar(allocated, total int) string {
 	return "[" + strings.Repeat("#", cells) + strings.Repeat("-", barWidth-cells) + "] " + strconv.Itoa(pct) + "%"
 }
 
-// NewClient reads DevicePools through a kubeconfig: the path given, else
+// NewClient reads DevicePools and Kubernetes objects through a kubeconfig: the path given, else
 // $KUBECONFIG, else ~/.kube/config, with the given context or the current
 // one, as kubectl does.
 func NewClient(kubeconfig, kubeContext string) (client.Reader, error) {
@@ -177,6 +178,10 @@ func NewClient(kubeconfig, kubeContext string) (client.Reader, error) {
 	scheme := runtime.NewScheme()
 	if err := drastackv1alpha1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register drastack types: %w", err)
+	}
+	// Kubernetes' own types, for kubectl dra explain.
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register Kubernetes types: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator"
 )
 
@@ -45,6 +46,10 @@ type App struct {
 	// (empty: $KUBECONFIG or ~/.kube/config) and a context name (empty: the
 	// current context).
 	NewClient func(kubeconfig, context string) (client.Reader, error)
+	// Probe probes the feature gates of the cluster a kubeconfig points
+	// at, for a live explanation when no DRAStack holds a probe; nil
+	// skips the probe (Kubernetes 1.37's defaults).
+	Probe func(ctx context.Context, kubeconfig, context string) (*v1alpha1.ClusterStatus, error)
 }
 
 // Run runs kubectl-dra with its arguments (without the program name) and
@@ -60,6 +65,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Now:       time.Now,
 		Engines:   DefaultEngines(),
 		NewClient: NewClient,
+		Probe:     ProbeCluster,
 	}
 	return app.Run(ctx, args)
 }
@@ -74,7 +80,7 @@ type command struct {
 var commands = []command{
 	{"validate", "validate the resource pools of ResourceSlices read from files", (*App).validate},
 	{"simulate", "allocate the claims read from files, as the scheduler would", (*App).simulate},
-	{"explain", "explain why a claim read from files is or is not allocated", (*App).explainClaim},
+	{"explain", "explain why a claim or a pod is or is not allocated", (*App).explainClaim},
 	{"pools", "show the DevicePools of the cluster with their problems", (*App).pools},
 }
 

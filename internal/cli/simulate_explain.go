@@ -22,6 +22,12 @@ import (
 type ExplainOutput struct {
 	// Engine is always "native": explanations come from the native engine.
 	Engine string `json:"engine"`
+	// Pod is namespace/name when a pod's claims are explained (live).
+	Pod string `json:"pod,omitempty"`
+	// Features says where the feature gates of a live explanation come
+	// from: the DRAStack's cluster probe, a probe of the CLI's own, or
+	// Kubernetes 1.37's defaults.
+	Features string `json:"features,omitempty"`
 	// Explanations, one per claim that had no allocation, in document
 	// order; each claim is explained in the state left by the claims
 	// before it (allocated where they fit).
@@ -114,9 +120,23 @@ func writeExplainTable(w io.Writer, out *ExplainOutput) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "Claim %s: %s\n", strings.Join(r.Claims, ", "), r.Verdict)
+		what := "Claim"
+		if len(r.Claims) > 1 {
+			what = "Claims"
+		}
+		if out.Pod != "" {
+			fmt.Fprintf(w, "Pod %s, ", out.Pod)
+			what = strings.ToLower(what)
+		}
+		fmt.Fprintf(w, "%s %s: %s\n", what, strings.Join(r.Claims, ", "), r.Verdict)
 		if r.StoppedEarly != "" {
 			fmt.Fprintf(w, "Stopped early: %s\n", r.StoppedEarly)
+		}
+		if len(r.NodeFilters) > 0 {
+			fmt.Fprintf(w, "\nNode filters: %s\n", r.FilterSummary)
+			for _, f := range r.NodeFilters {
+				fmt.Fprintf(w, "  %s: %s\n", f.Node, f.Reason)
+			}
 		}
 		for _, g := range r.Groups {
 			if err := writeGroup(w, &g); err != nil {
