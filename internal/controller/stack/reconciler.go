@@ -94,6 +94,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, e := range stackpkg.Validate(&st.Spec) {
 		problems = append(problems, e.Error())
 	}
+	// What only rendering and applying find (a patch that matches nothing,
+	// an object the API server refuses) the driver lifecycle controller
+	// reports in status.drivers with its field path.
+	problems = append(problems, stackpkg.DriverSpecProblems(&st, problems)...)
 	specCond := stackpkg.SpecCondition(problems, gen)
 
 	cluster, probeErr, refreshIn := r.probe(ctx)
