@@ -6,6 +6,7 @@
 //	go run ./test/bench                      # table, 60 s per engine and workload
 //	go run ./test/bench -quick -format json  # JSON for scripts, 20 s budgets
 //	go run ./test/bench -workloads steady-500n,multihost -engines upstream
+//	go run ./test/bench -modes per-node      # one call per claim and node, as Filter
 //	go run ./test/bench -min-time 0 -cpuprofile cpu.out -workloads match-100n
 package main
 
@@ -45,6 +46,16 @@ var engines = map[string]func() allocator.Engine{
 // engineOrder is the order engines run in and appear in the output.
 var engineOrder = []string{"native", "upstream"}
 
+// Modes: central (one call per claim, the engine picks the node) and
+// per-node (one call per claim and node, the node in the request, as
+// kube-scheduler's Filter calls the allocator).
+const (
+	modeCentral = "central"
+	modePerNode = "per-node"
+)
+
+var modeOrder = []string{modeCentral, modePerNode}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -57,6 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	format := fs.String("format", "table", "output format: table or json")
 	only := fs.String("workloads", "", "comma-separated workloads to run (default all)")
 	engineList := fs.String("engines", strings.Join(engineOrder, ","), "comma-separated engines to run")
+	modeList := fs.String("modes", strings.Join(modeOrder, ","), "comma-separated modes: central (the engine picks the node) and per-node (one call per claim and node, as kube-scheduler's Filter)")
 	timeout := fs.Duration("timeout", defaultClaimTimeout, "per-claim timeout; a claim that hits it counts as timed out")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	minTime := fs.Duration("min-time", defaultMinTime, "repeat a workload that finishes sooner (fresh engine and session each time) until this much measured time has passed, and report the median run (also with -quick)")
@@ -96,22 +108,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	modes, err := selectModes(*modeList)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+
 	ctx := context.Background()
 	var rows []Row
-	for _, spec := range specs {
-		for _, name := range names {
-			if spec.NativeOnly && name != "native" {
-				continue
+	for _, mode := range modes {
+		for _, spec := range specs {
+			for _, name := range names {
+				if spec.NativeOnly && name != "native" {
+					continue
+				}
+				fmt.Fprintf(stderr, "bench: %s on %s, %s (budget %s)...\n", name, spec.Name, mode, *budget)
+				row, err := runRepeated(ctx, spec, name, mode, *budget, *timeout, *minTime, stderr)
+				if err != nil {
+					fmt.Fprintf(stderr, "bench: %s on %s: %v\n", name, spec.Name, err)
+					return 1
+				}
+				fmt.Fprintf(stderr, "bench:   %d claims, %d allocated, %d timed out, %.1f claims/s, %.1f calls/s (median of %d runs, %.1f-%.1f claims/s)\n",
+					row.Claims, row.Allocated, row.TimedOut, row.ClaimsPerSecond, row.CallsPerSecond, row.Runs, row.MinClaimsPerSecond, row.MaxClaimsPerSecond)
+				rows = append(rows, row)
 			}
-			fmt.Fprintf(stderr, "bench: %s on %s (budget %s)...\n", name, spec.Name, *budget)
-			row, err := runRepeated(ctx, spec, name, *budget, *timeout, *minTime, stderr)
-			if err != nil {
-				fmt.Fprintf(stderr, "bench: %s on %s: %v\n", name, spec.Name, err)
-				return 1
-			}
-			fmt.Fprintf(stderr, "bench:   %d claims, %d allocated, %d timed out, %.1f claims/s (median of %d runs, %.1f-%.1f)\n",
-				row.Claims, row.Allocated, row.TimedOut, row.ClaimsPerSecond, row.Runs, row.MinClaimsPerSecond, row.MaxClaimsPerSecond)
-			rows = append(rows, row)
 		}
 	}
 	if *format == "json" {
@@ -137,6 +157,24 @@ func selectWorkloads(list string) ([]workload.Spec, error) {
 			return nil, err
 		}
 		out = append(out, s)
+	}
+	return out, nil
+}
+
+func selectModes(list string) ([]string, error) {
+	want := map[string]bool{}
+	for _, m := range strings.Split(list, ",") {
+		m = strings.TrimSpace(m)
+		if m != modeCentral && m != modePerNode {
+			return nil, fmt.Errorf("unknown mode %q (have %s)", m, strings.Join(modeOrder, ", "))
+		}
+		want[m] = true
+	}
+	var out []string
+	for _, m := range modeOrder {
+		if want[m] {
+			out = append(out, m)
+		}
 	}
 	return out, nil
 }

@@ -18,7 +18,7 @@ import (
 
 func TestRunJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run([]string{"-format", "json", "-budget", "5s", "-min-time", "0", "-workloads", "unsatisfiable", "-engines", "native"}, &out, &errOut)
+	code := run([]string{"-format", "json", "-budget", "5s", "-min-time", "0", "-workloads", "unsatisfiable", "-engines", "native", "-modes", "central"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
@@ -29,7 +29,7 @@ func TestRunJSON(t *testing.T) {
 	if len(rows) != 1 {
 		t.Fatalf("want one row, got %d", len(rows))
 	}
-	keys := []string{"workload", "engine", "claims", "allocated", "timedOut", "seconds", "claimsPerSecond", "p50Seconds", "p99Seconds",
+	keys := []string{"workload", "engine", "mode", "calls", "callsPerSecond", "claims", "allocated", "timedOut", "seconds", "claimsPerSecond", "p50Seconds", "p99Seconds",
 		"p99AllocatedSeconds", "p99UnsatisfiableSeconds"}
 	if len(rows[0]) != len(keys) {
 		t.Errorf("row has fields %v, want exactly %v", rows[0], keys)
@@ -65,6 +65,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-format", "xml"},
 		{"-workloads", "nope"},
 		{"-engines", "nope"},
+		{"-modes", "nope"},
 		{"-no-such-flag"},
 	} {
 		var out, errOut bytes.Buffer
@@ -143,7 +144,7 @@ func TestRunRepeatedReportsTheMedian(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	row, err := runRepeated(context.Background(), spec, "native", time.Minute, time.Second, 20*time.Millisecond, &log)
+	row, err := runRepeated(context.Background(), spec, "native", modeCentral, time.Minute, time.Second, 20*time.Millisecond, &log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,5 +156,47 @@ func TestRunRepeatedReportsTheMedian(t *testing.T) {
 	}
 	if row.Claims != 20 || row.Unsatisfiable != 20 {
 		t.Errorf("row %+v: want all 20 claims unsatisfiable", row)
+	}
+}
+
+// TestEveryWorkloadRunsInBothModes is the quick mode of the whole harness:
+// every workload, both engines, central and per-node, with tiny budgets.
+// Each row must have made progress, a per-node row must have asked nodes
+// one by one (more calls than claims where the workload has several
+// nodes), and the consumable workload must allocate its first claims
+// under both engines.
+func TestEveryWorkloadRunsInBothModes(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"-format", "json", "-budget", "200ms", "-timeout", "100ms", "-min-time", "0"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var rows []Row
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("output is not a JSON array of rows: %v\n%s", err, out.String())
+	}
+	seen := map[[3]string]Row{}
+	for _, r := range rows {
+		seen[[3]string{r.Workload, r.Engine, r.Mode}] = r
+	}
+	for _, spec := range workload.All() {
+		for _, mode := range modeOrder {
+			for _, eng := range engineOrder {
+				if spec.NativeOnly && eng != "native" {
+					continue
+				}
+				r, ok := seen[[3]string{spec.Name, eng, mode}]
+				switch {
+				case !ok:
+					t.Errorf("%s %s %s: no row", spec.Name, eng, mode)
+				case r.Calls == 0 || r.CallsPerSecond <= 0:
+					t.Errorf("%s %s %s: no calls: %+v", spec.Name, eng, mode, r)
+				case mode == modePerNode && r.Claims > 1 && spec.Name != "unsatisfiable" && r.Calls <= r.Claims:
+					t.Errorf("%s %s per-node: %d calls for %d claims, want one per node", spec.Name, eng, r.Calls, r.Claims)
+				case spec.Name == "consumable-100n" && r.Allocated == 0:
+					t.Errorf("%s %s %s: nothing allocated: %+v", spec.Name, eng, mode, r)
+				}
+			}
+		}
 	}
 }

@@ -16,32 +16,43 @@ func writeJSON(w io.Writer, rows []Row) error {
 	return enc.Encode(rows)
 }
 
-// writeTable prints one line per engine and workload; the native row of a
-// workload carries the native/upstream ratio of claims per second.
+// writeTable prints one line per engine, workload and mode; the native
+// row carries the native/upstream ratio: of claims per second in central
+// mode, of calls per second in per-node mode (where p50 and p99 are per
+// call).
 func writeTable(w io.Writer, rows []Row) error {
-	upstream := map[string]float64{}
+	upstream := map[[2]string]float64{}
 	for _, r := range rows {
 		if r.Engine == "upstream" {
-			upstream[r.Workload] = r.ClaimsPerSecond
+			upstream[[2]string{r.Workload, r.Mode}] = rate(r)
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tengine\tclaims\tallocated\tunsat\tbound\tfailed\ttimed out\tseconds\tclaims/s\truns (claims/s range)\tp50\tp99\tp99 alloc\tp99 unsat\tsetup\tnative/upstream\t")
+	fmt.Fprintln(tw, "workload\tengine\tmode\tclaims\tallocated\tunsat\tbound\tfailed\ttimed out\tseconds\tclaims/s\tcalls/s\truns (claims/s range)\tp50\tp99\tp99 alloc\tp99 unsat\tsetup\tnative/upstream\t")
 	for _, r := range rows {
 		ratio := "-"
-		if up, ok := upstream[r.Workload]; ok && r.Engine == "native" && up > 0 {
-			ratio = fmt.Sprintf("%.0fx", r.ClaimsPerSecond/up)
+		if up, ok := upstream[[2]string{r.Workload, r.Mode}]; ok && r.Engine == "native" && up > 0 {
+			ratio = fmt.Sprintf("%.0fx", rate(r)/up)
 		}
 		runs := fmt.Sprintf("%d", r.Runs)
 		if r.Runs > 1 {
 			runs = fmt.Sprintf("%d (%.0f-%.0f)", r.Runs, r.MinClaimsPerSecond, r.MaxClaimsPerSecond)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			r.Workload, r.Engine, r.Claims, r.Allocated, r.Unsatisfiable, r.SearchBound, r.Failed, r.TimedOut,
-			r.Seconds, r.ClaimsPerSecond, runs, seconds(r.P50Seconds), seconds(r.P99Seconds),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Workload, r.Engine, r.Mode, r.Claims, r.Allocated, r.Unsatisfiable, r.SearchBound, r.Failed, r.TimedOut,
+			r.Seconds, r.ClaimsPerSecond, r.CallsPerSecond, runs, seconds(r.P50Seconds), seconds(r.P99Seconds),
 			optSeconds(r.Allocated, r.P99AllocatedSeconds), optSeconds(r.Unsatisfiable, r.P99UnsatisfiableSeconds), seconds(r.SetupSeconds), ratio)
 	}
 	return tw.Flush()
+}
+
+// rate is what the ratio compares: claims per second in central mode,
+// calls per second in per-node mode.
+func rate(r Row) float64 {
+	if r.Mode == modePerNode {
+		return r.CallsPerSecond
+	}
+	return r.ClaimsPerSecond
 }
 
 // optSeconds is "-" when no claim had the outcome.

@@ -19,8 +19,12 @@ import (
 // Row is one engine's result on one workload. The JSON field names are the
 // contract for scripts (issue 3, section 6).
 type Row struct {
-	Workload        string  `json:"workload"`
-	Engine          string  `json:"engine"`
+	Workload string `json:"workload"`
+	Engine   string `json:"engine"`
+	// Mode is "central" (one call per claim, the engine picks the node)
+	// or "per-node" (one call per claim and node, as kube-scheduler's
+	// Filter makes them); in per-node mode the latencies are per call.
+	Mode            string  `json:"mode"`
 	Claims          int     `json:"claims"`
 	Allocated       int     `json:"allocated"`
 	TimedOut        int     `json:"timedOut"`
@@ -34,6 +38,10 @@ type Row struct {
 	// outcome).
 	P99AllocatedSeconds     float64 `json:"p99AllocatedSeconds"`
 	P99UnsatisfiableSeconds float64 `json:"p99UnsatisfiableSeconds"`
+	// Calls is the number of Allocate calls, CallsPerSecond their rate
+	// (per-node mode; in central mode one call per claim).
+	Calls          int     `json:"calls"`
+	CallsPerSecond float64 `json:"callsPerSecond"`
 
 	// Table only: how many runs the row is the median of (see -min-time)
 	// and their range of claims/s, why the other claims were not
@@ -56,11 +64,15 @@ type Row struct {
 // over the runs (a run that happens to share the machine with a burst of
 // other work moves them all up). A run that uses up the budget is never
 // repeated.
-func runRepeated(ctx context.Context, spec workload.Spec, name string, budget, timeout, minTime time.Duration, log io.Writer) (Row, error) {
+func runRepeated(ctx context.Context, spec workload.Spec, name, mode string, budget, timeout, minTime time.Duration, log io.Writer) (Row, error) {
 	var runs []Row
 	measured := 0.0
 	for {
-		row, err := runOne(ctx, spec, name, engines[name](), budget, timeout, log)
+		run := runOne
+		if mode == modePerNode {
+			run = runPerNode
+		}
+		row, err := run(ctx, spec, name, engines[name](), budget, timeout, log)
 		if err != nil {
 			return row, err
 		}
@@ -97,7 +109,7 @@ func runRepeated(ctx context.Context, spec workload.Spec, name string, budget, t
 // the per-claim timeout.
 func runOne(ctx context.Context, spec workload.Spec, name string, eng allocator.Engine, budget, timeout time.Duration, log io.Writer) (Row, error) {
 	w := spec.Build()
-	row := Row{Workload: spec.Name, Engine: name, Total: len(w.Claims)}
+	row := Row{Workload: spec.Name, Engine: name, Mode: modeCentral, Total: len(w.Claims)}
 
 	setup := time.Now()
 	sess, err := eng.NewSession(ctx, w.Inputs)
@@ -147,8 +159,99 @@ func runOne(ctx context.Context, spec workload.Spec, name string, eng allocator.
 		}
 	}
 	row.Seconds = time.Since(start).Seconds()
+	row.Calls = row.Claims
 	if row.Seconds > 0 {
 		row.ClaimsPerSecond = float64(row.Claims) / row.Seconds
+		row.CallsPerSecond = float64(row.Calls) / row.Seconds
+	}
+	row.P50Seconds = percentile(latencies, 0.50).Seconds()
+	row.P99Seconds = percentile(latencies, 0.99).Seconds()
+	row.P99AllocatedSeconds = percentile(allocated, 0.99).Seconds()
+	row.P99UnsatisfiableSeconds = percentile(unsatisfiable, 0.99).Seconds()
+	return row, nil
+}
+
+// runPerNode runs one engine on a fresh build of one workload as
+// kube-scheduler's Filter would: for each claim, one Allocate call per node
+// of the workload, in node order, with the node in the request
+// (Options.Node) and the per-claim timeout applied to each call (Filter's
+// filterTimeout is per call). Every node is asked, as Filter asks every
+// node; the first node that fits gets the claim, whose result is recorded
+// before the next claim. Latencies are per call: "alloc" for calls that
+// found an allocation, "unsat" for calls that proved there is none on
+// that node. The budget is checked before each call.
+func runPerNode(ctx context.Context, spec workload.Spec, name string, eng allocator.Engine, budget, timeout time.Duration, log io.Writer) (Row, error) {
+	w := spec.Build()
+	row := Row{Workload: spec.Name, Engine: name, Mode: modePerNode, Total: len(w.Claims)}
+
+	setup := time.Now()
+	sess, err := eng.NewSession(ctx, w.Inputs)
+	if err != nil {
+		return row, fmt.Errorf("new session: %w", err)
+	}
+	row.SetupSeconds = time.Since(setup).Seconds()
+	runtime.GC()
+
+	var latencies, allocated, unsatisfiable []time.Duration
+	start := time.Now()
+claims:
+	for _, claim := range w.Claims {
+		var first *resourceapi.AllocationResult
+		var timedOut, bound, failed bool
+		for _, node := range w.Inputs.Nodes {
+			if time.Since(start) >= budget {
+				break claims
+			}
+			callCtx, cancel := context.WithTimeout(ctx, timeout)
+			t0 := time.Now()
+			results, err := sess.Allocate(callCtx, []*resourceapi.ResourceClaim{claim}, allocator.Options{Node: node.Name})
+			took := time.Since(t0)
+			hitTimeout := callCtx.Err() != nil
+			cancel()
+			row.Calls++
+			latencies = append(latencies, took)
+			switch {
+			case err == nil:
+				allocated = append(allocated, took)
+				if first == nil {
+					first = results[0].Allocation
+				}
+			case errors.Is(err, context.DeadlineExceeded) || hitTimeout:
+				timedOut = true
+			case errors.Is(err, allocator.ErrUnsatisfiable):
+				unsatisfiable = append(unsatisfiable, took)
+			case errors.Is(err, allocator.ErrSearchBound):
+				bound = true
+			default:
+				if !failed && row.Failed < 3 {
+					fmt.Fprintf(log, "bench:   %s on %s (per node): claim %s, node %s: %v\n", name, spec.Name, claim.Name, node.Name, err)
+				}
+				failed = true
+			}
+		}
+		row.Claims++
+		switch {
+		case first != nil:
+			row.Allocated++
+			done := claim.DeepCopy()
+			done.Status.Allocation = first
+			if err := sess.Record(done); err != nil {
+				return row, fmt.Errorf("record claim %s: %w", claim.Name, err)
+			}
+		case timedOut:
+			row.TimedOut++
+		case failed:
+			row.Failed++
+		case bound:
+			row.SearchBound++
+		default:
+			row.Unsatisfiable++
+		}
+	}
+	row.Seconds = time.Since(start).Seconds()
+	if row.Seconds > 0 {
+		row.ClaimsPerSecond = float64(row.Claims) / row.Seconds
+		row.CallsPerSecond = float64(row.Calls) / row.Seconds
 	}
 	row.P50Seconds = percentile(latencies, 0.50).Seconds()
 	row.P99Seconds = percentile(latencies, 0.99).Seconds()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +22,7 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
-	p, err := s.buildPlan(claims)
+	p, err := s.planFor(claims)
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +60,49 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 	}
 
 	return s.central(ctx, p, x)
+}
+
+// planFor returns the plan of claims, reusing the previous call's when the
+// claims are the same objects at the same resource versions: kube-scheduler
+// asks about one pod's claims once per node (one Filter call each), and the
+// plan (classes, selectors, candidate sets, capacity fits) depends only on
+// the claims and the session's snapshot, not on what Record changed since.
+// Claims without a resource version (built in memory, possibly edited in
+// place) are planned on every call.
+func (s *Session) planFor(claims []*resourceapi.ResourceClaim) (*plan, error) {
+	if c := &s.lastPlan; c.p != nil && len(c.claims) == len(claims) {
+		same := true
+		for i, claim := range claims {
+			if claim != c.claims[i] || claim.ResourceVersion != c.versions[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return c.p, nil
+		}
+	}
+	p, err := s.buildPlan(claims)
+	if err != nil {
+		return nil, err
+	}
+	s.lastPlan = cachedPlan{}
+	versions := make([]string, len(claims))
+	for i, claim := range claims {
+		if claim.ResourceVersion == "" {
+			return p, nil
+		}
+		versions[i] = claim.ResourceVersion
+	}
+	s.lastPlan = cachedPlan{claims: slices.Clone(claims), versions: versions, p: p}
+	return p, nil
+}
+
+// cachedPlan is the plan of the last Allocate call (see planFor).
+type cachedPlan struct {
+	claims   []*resourceapi.ResourceClaim
+	versions []string
+	p        *plan
 }
 
 // central is the central allocator: it walks the nodes in input order and
@@ -290,8 +334,10 @@ func (s *Session) capacityKey(key []byte, sb *sub, d int32) []byte {
 	return key
 }
 
-// appendQuantity appends an exact, unambiguous encoding of q.
+// appendQuantity appends an exact, unambiguous encoding of q: its value
+// and its format (which decides how a copy of it is written).
 func appendQuantity(key []byte, q resource.Quantity) []byte {
+	key = append(key, q.Format...)
 	if v, ok := q.AsInt64(); ok {
 		return binary.AppendVarint(append(key, 'i'), v)
 	}

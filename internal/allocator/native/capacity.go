@@ -2,10 +2,13 @@ package native
 
 import (
 	"crypto/sha1"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -218,12 +221,54 @@ func (s *Session) fit(sb *sub, d int32) *capFit {
 		s.defaultFits[d] = f
 		return f
 	}
-	if f, ok := sb.fits[d]; ok {
+	if f, ok := sb.fits[dev.capsID]; ok {
 		return f
 	}
 	f := fitCapacity(sb.capacity, dev.caps)
-	sb.fits[d] = f
+	sb.fits[dev.capsID] = f
 	return f
+}
+
+// internCaps returns the ID of a device's capacities and request policies
+// (device.capsID); a device without capacities has ID 0.
+func (s *Session) internCaps(caps []devCap) int32 {
+	var key []byte
+	q := func(v *resource.Quantity) {
+		if v == nil {
+			key = append(key, '-')
+		} else {
+			key = appendQuantity(key, *v)
+		}
+	}
+	for k := range caps {
+		c := &caps[k]
+		key = append(append(key, c.name...), 0)
+		q(&c.value)
+		if p := c.policy; p != nil {
+			key = append(key, 'p')
+			q(p.Default)
+			key = binary.AppendUvarint(append(key, 'v'), uint64(len(p.ValidValues)))
+			for i := range p.ValidValues {
+				q(&p.ValidValues[i])
+			}
+			if r := p.ValidRange; r != nil {
+				key = append(key, 'r')
+				q(r.Min)
+				q(r.Max)
+				q(r.Step)
+			}
+		}
+		key = append(key, 0)
+	}
+	if s.capsIDs == nil {
+		s.capsIDs = map[string]int32{}
+	}
+	id, ok := s.capsIDs[string(key)]
+	if !ok {
+		id = int32(len(s.capsIDs)) + 1
+		s.capsIDs[string(key)] = id
+	}
+	return id
 }
 
 // capacityLeft reports whether f fits into what the shares of device d
@@ -319,10 +364,23 @@ func consumedMap(caps []devCap, f *capFit) map[resourceapi.QualifiedName]resourc
 // a device once per request at most, and its shares are released before
 // it is allocated again, so the ID is unique among a device's shares.
 func shareID(claim, request string, id deviceID, n int) *types.UID {
-	h := sha1.Sum(fmt.Appendf(nil, "drastack.io/share\x00%s\x00%s\x00%s\x00%s\x00%s\x00%d", claim, request, id.driver, id.pool, id.device, n))
+	in := make([]byte, 0, 64+len(claim)+len(request)+len(id.driver)+len(id.pool)+len(id.device))
+	in = append(in, "drastack.io/share"...)
+	for _, part := range []string{claim, request, id.driver, id.pool, id.device} {
+		in = append(append(in, 0), part...)
+	}
+	in = strconv.AppendInt(append(in, 0), int64(n), 10)
+	h := sha1.Sum(in)
 	h[6] = h[6]&0x0f | 0x50
 	h[8] = h[8]&0x3f | 0x80
-	uid := types.UID(fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16]))
+	var out [36]byte
+	hex.Encode(out[0:8], h[0:4])
+	hex.Encode(out[9:13], h[4:6])
+	hex.Encode(out[14:18], h[6:8])
+	hex.Encode(out[19:23], h[8:10])
+	hex.Encode(out[24:36], h[10:16])
+	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
+	uid := types.UID(out[:])
 	return &uid
 }
 

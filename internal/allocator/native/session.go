@@ -60,7 +60,10 @@ type device struct {
 	// multi: allowMultipleAllocations, the device is shared (capacity.go).
 	multi bool
 	// caps are the device's capacities by name (capacity.go).
-	caps     []devCap
+	caps []devCap
+	// capsID identifies caps with their request policies: devices with
+	// equal IDs fit every request alike (capacity.go).
+	capsID   int32
 	consumes []consumption
 	// usesCounters: the device lists counter consumptions (possibly of
 	// nothing), which makes kube-scheduler check its pool's balances.
@@ -151,6 +154,10 @@ type Session struct {
 	// tent is the search's count of tentative choices per device.
 	tent     []int32
 	recorded map[string]bool
+	// capsIDs interns device capacities (device.capsID).
+	capsIDs map[string]int32
+	// lastPlan is the last Allocate call's plan (planFor).
+	lastPlan cachedPlan
 
 	// exprResults caches selector results per expression and device:
 	// 0 unknown, 1 true, 2 false.
@@ -337,6 +344,9 @@ func (s *Session) addPool(p *pool.Pool, selIdx map[*corev1.NodeSelector]int32, f
 		if s.f.ConsumableCapacity {
 			// Without the gate kube-scheduler never looks at capacities.
 			d.caps = deviceCaps(pd.Device)
+			if len(d.caps) > 0 {
+				d.capsID = s.internCaps(d.caps)
+			}
 		}
 		d.convertible = convertible(pd.Device)
 		var fp *big.Rat
