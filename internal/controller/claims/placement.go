@@ -185,7 +185,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 		// Everything is allocated (immediate claims): the pod may go if a
 		// node suits it and them.
 		if len(candidates) == 0 {
-			return p.failed(ctx, pod, engine.Name(), claimpolicy.OutcomeUnsatisfiable, errors.New(placement.Summary(total, nodeReasons)))
+			return p.failed(ctx, pod, engine.Name(), claimpolicy.OutcomeUnsatisfiable, errors.New(placement.Summary(total, nodeReasons)), nil)
 		}
 		r.forgetPod(key)
 		return ctrl.Result{}, p.liftGate(ctx, pod, "claims allocated: "+claimNames(pc.placed))
@@ -249,7 +249,9 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 		if outcome == claimpolicy.OutcomeUnsatisfiable {
 			last = errors.New(unplaceableMessage(total, nodeReasons, misses) + noCentralHint(cfg))
 		}
-		return p.failed(ctx, pod, engine.Name(), outcome, last)
+		return p.failed(ctx, pod, engine.Name(), outcome, last, func() string {
+			return r.verdict(ctx, engine.Name(), outcome, claims, nodeReasons, total)
+		})
 	}
 	for i, c := range pc.toPlace {
 		written, err := r.writeReserved(ctx, c, chosen[i].Allocation)
@@ -360,14 +362,19 @@ func unplaceableMessage(total int, reasons map[string]string, misses []string) s
 }
 
 // failed reports a placement that did not happen: an Event on the pod when
-// the outcome is news, the outcome on each of its claims for the DRAStack
-// counts, and the retry the outcome calls for.
-func (p *placementReconciler) failed(ctx context.Context, pod *corev1.Pod, engine string, outcome claimpolicy.Outcome, err error) (ctrl.Result, error) {
+// the outcome is news (with the verdict why returns, if why is not nil),
+// the outcome on each of its claims for the DRAStack counts, and the retry
+// the outcome calls for.
+func (p *placementReconciler) failed(ctx context.Context, pod *corev1.Pod, engine string, outcome claimpolicy.Outcome, err error, why func() string) (ctrl.Result, error) {
 	r := p.r
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 	msg := err.Error()
 	if r.pods.record(key, failure{outcome: outcome, message: msg}) {
-		r.event(pod, corev1.EventTypeWarning, string(outcome), "Allocate", "%s engine: %s%s", engine, msg, retryHint(outcome))
+		note := msg
+		if why != nil {
+			note = withVerdict(msg, why())
+		}
+		r.event(pod, corev1.EventTypeWarning, string(outcome), "Allocate", "%s engine: %s%s", engine, note, retryHint(outcome))
 	}
 	for _, ref := range claimpolicy.PodClaims(pod) {
 		if ref.ClaimName != "" {

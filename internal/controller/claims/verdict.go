@@ -1,0 +1,56 @@
+package claims
+
+import (
+	"context"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/allocator/explain"
+	"github.com/drastack/drastack/internal/claimpolicy"
+)
+
+// verdictTimeout bounds the explanation behind an Unsatisfiable Event. It
+// runs only when the Event is news, outside the engine lock, on a session
+// of its own.
+const verdictTimeout = 2 * time.Second
+
+// verdict explains, for an Unsatisfiable Event, why claims (as the engine
+// got them: through central.ForOperator or ForScheduler) cannot be
+// allocated: the one-line verdict of kubectl dra explain, naming the
+// request, the step and what is short or who holds the devices. nodeFilter
+// and total are a pod's node filters (nil for an immediate claim). It is
+// empty when there is nothing to add: another engine than native (the
+// explanation is the native engine's), another outcome, or an
+// explanation that failed or found that the claims fit after all (the
+// state changed meanwhile).
+func (r *Reconciler) verdict(ctx context.Context, engine string, outcome claimpolicy.Outcome, claims []*resourceapi.ResourceClaim, nodeFilter map[string]string, total int) string {
+	if outcome != claimpolicy.OutcomeUnsatisfiable || engine != string(v1alpha1.EngineNative) {
+		return ""
+	}
+	in, err := r.snap.inputs(ctx)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("No verdict for the Event", "err", err)
+		return ""
+	}
+	rep, err := explain.Explain(ctx, nil, in, claims, explain.Options{
+		Timeout: verdictTimeout, MaxSteps: r.MaxSteps, NodeFilter: nodeFilter, NodesTotal: total,
+	})
+	if err != nil || rep.Fits || rep.Invalid {
+		log.FromContext(ctx).V(1).Info("No verdict for the Event", "err", err)
+		return ""
+	}
+	return rep.Verdict
+}
+
+// withVerdict is the message of an Unsatisfiable Event: the verdict first,
+// since it names the obstacle and the Event note is cut at maxNote, then
+// the engine's own message.
+func withVerdict(msg, verdict string) string {
+	if verdict == "" || verdict == msg {
+		return msg
+	}
+	return verdict + " (" + msg + ")"
+}
