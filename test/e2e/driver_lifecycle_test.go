@@ -235,8 +235,13 @@ func TestDriverLifecycle(t *testing.T) {
 			})
 			_, _, msg := drvCondition(st, v1alpha1.ConditionDegraded)
 			t.Logf("Degraded: %s", msg)
-			if d := drvStatus(st, drvDriver); d.NodesUpdated != 1 {
-				t.Errorf("with maxUnavailable 1 and the updated node failing, %d nodes were updated", d.NodesUpdated)
+			if d := drvStatus(st, drvDriver); d.NodesUpdated != 0 {
+				t.Errorf("the only new plugin fails, yet %d nodes count as updated (only running, ready pods of the new version count)", d.NodesUpdated)
+			}
+			for node, p := range drvPluginPods(ctx, t, c, drvOpsNS, drvDriver) {
+				if node != updatedNode && p.Spec.Containers[0].Image == drvNewImage {
+					t.Errorf("with maxUnavailable 1 and the updated node failing, node %s was updated too", node)
+				}
 			}
 
 			// Fix it: the DaemonSet makes a new pod, which runs.
