@@ -37,13 +37,17 @@ var readyInputs = []string{
 // ReadyCondition derives Ready from the other conditions: the first input
 // condition that is not True decides the reason; a Degraded=True condition
 // makes it False too. SpecValid and ClusterCompatible must be reported.
-// DriversReady must be reported, for this generation, whenever the spec
-// declares drivers (drivers > 0): until the driver controller has looked
-// at them nobody knows whether they serve, and a Ready that is True before
-// anything is installed would let `kubectl wait` pass too early. Other
-// absent inputs (ClaimsReady before the claim controller's first report,
-// DriversReady without drivers) do not block Ready.
-func ReadyCondition(conds []metav1.Condition, drivers int, generation int64) metav1.Condition {
+// DriversReady must be reported whenever the spec declares drivers
+// (drivers > 0), and every declared driver must have its status.drivers
+// entry (unreported lists those that do not): until the driver controller
+// has looked at a driver nobody knows whether it serves, and a Ready that
+// is True before anything is installed would let `kubectl wait` pass too
+// early. A driver that is reported but whose spec just changed (an
+// upgrade) keeps its last judgement until the next one, so a routine
+// change does not flip Ready. Other absent inputs (ClaimsReady before the
+// claim controller's first report, DriversReady without drivers) do not
+// block Ready.
+func ReadyCondition(conds []metav1.Condition, drivers int, unreported []string, generation int64) metav1.Condition {
 	ready := metav1.Condition{
 		Type:               v1alpha1.ConditionReady,
 		Status:             metav1.ConditionTrue,
@@ -62,9 +66,9 @@ func ReadyCondition(conds []metav1.Condition, drivers int, generation int64) met
 			}
 			continue
 		}
-		if t == v1alpha1.ConditionDriversReady && drivers > 0 && c.ObservedGeneration < generation {
+		if t == v1alpha1.ConditionDriversReady && len(unreported) > 0 {
 			ready.Status, ready.Reason = metav1.ConditionUnknown, ReasonWaiting
-			ready.Message = fmt.Sprintf("%s not reported yet for generation %d (last for %d)", t, generation, c.ObservedGeneration)
+			ready.Message = fmt.Sprintf("%s: not reported yet for driver %s", t, strings.Join(unreported, ", "))
 			return ready
 		}
 		if c.Status != metav1.ConditionTrue {
@@ -80,6 +84,18 @@ func ReadyCondition(conds []metav1.Condition, drivers int, generation int64) met
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, c.Reason, "Degraded: "+c.Message
 	}
 	return ready
+}
+
+// UnreportedDrivers are the drivers of the spec without an entry in
+// status.drivers: the driver controller has not judged them yet.
+func UnreportedDrivers(spec *v1alpha1.DRAStackSpec, drivers []v1alpha1.DriverStatus) []string {
+	var out []string
+	for _, d := range spec.Drivers {
+		if !slices.ContainsFunc(drivers, func(s v1alpha1.DriverStatus) bool { return s.Name == d.Name && s.Removal == nil }) {
+			out = append(out, d.Name)
+		}
+	}
+	return out
 }
 
 // CompatibleCondition decides ClusterCompatible from what the cluster

@@ -18,25 +18,26 @@ func TestReadyCondition(t *testing.T) {
 	valid := cond(v1alpha1.ConditionSpecValid, metav1.ConditionTrue, ReasonSpecValid)
 	compat := cond(v1alpha1.ConditionClusterCompatible, metav1.ConditionTrue, ReasonCompatible)
 	driversReady := cond(v1alpha1.ConditionDriversReady, metav1.ConditionTrue, "AllDriversReady")
-	driversReady.ObservedGeneration = 7
-	staleDrivers := driversReady
-	staleDrivers.ObservedGeneration = 6
+	driversReady.ObservedGeneration = 6
 	tests := []struct {
 		name       string
 		conds      []metav1.Condition
 		drivers    int
+		unreported []string
 		wantStatus metav1.ConditionStatus
 		wantReason string
 	}{
-		{name: "drivers declared, DriversReady not reported: not Ready", conds: []metav1.Condition{valid, compat}, drivers: 1,
+		{name: "drivers declared, DriversReady not reported: not Ready", conds: []metav1.Condition{valid, compat}, drivers: 1, unreported: []string{"a"},
 			wantStatus: metav1.ConditionUnknown, wantReason: ReasonWaiting},
-		{name: "drivers declared, DriversReady of an older generation: not Ready", conds: []metav1.Condition{valid, compat, staleDrivers}, drivers: 1,
+		{name: "a driver just added, DriversReady still True for the others: not Ready", conds: []metav1.Condition{valid, compat, driversReady}, drivers: 2, unreported: []string{"b"},
 			wantStatus: metav1.ConditionUnknown, wantReason: ReasonWaiting},
+		{name: "an upgrade of a reported driver keeps Ready until judged again", conds: []metav1.Condition{valid, compat, driversReady}, drivers: 1,
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonStackReady},
 		{name: "drivers declared and ready", conds: []metav1.Condition{valid, compat, driversReady}, drivers: 2,
 			wantStatus: metav1.ConditionTrue, wantReason: ReasonStackReady},
 		{name: "drivers ready but a rollout stalled", conds: []metav1.Condition{valid, compat, driversReady, cond(v1alpha1.ConditionDegraded, metav1.ConditionTrue, "RolloutStalled")}, drivers: 1,
 			wantStatus: metav1.ConditionFalse, wantReason: "RolloutStalled"},
-		{name: "no drivers: a stale DriversReady does not matter", conds: []metav1.Condition{valid, compat, staleDrivers},
+		{name: "no drivers, DriversReady absent", conds: []metav1.Condition{valid, compat},
 			wantStatus: metav1.ConditionTrue, wantReason: ReasonStackReady},
 		{name: "nothing reported", wantStatus: metav1.ConditionUnknown, wantReason: ReasonWaiting},
 		{name: "spec and cluster fine, others absent", conds: []metav1.Condition{valid, compat}, wantStatus: metav1.ConditionTrue, wantReason: ReasonStackReady},
@@ -49,7 +50,7 @@ func TestReadyCondition(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ReadyCondition(tc.conds, tc.drivers, 7)
+			got := ReadyCondition(tc.conds, tc.drivers, tc.unreported, 7)
 			if got.Status != tc.wantStatus || got.Reason != tc.wantReason {
 				t.Fatalf("Ready = %s/%s, want %s/%s", got.Status, got.Reason, tc.wantStatus, tc.wantReason)
 			}
@@ -123,5 +124,16 @@ func TestSummaries(t *testing.T) {
 	}
 	if got := SpecCondition([]string{"a: bad", "b: worse"}, 2); got.Status != metav1.ConditionFalse || got.Message != "a: bad; b: worse" {
 		t.Errorf("SpecCondition = %+v", got)
+	}
+}
+
+func TestUnreportedDrivers(t *testing.T) {
+	spec := &v1alpha1.DRAStackSpec{Drivers: []v1alpha1.DriverSpec{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
+	status := []v1alpha1.DriverStatus{{Name: "a"}, {Name: "c", Removal: &v1alpha1.DriverRemovalStatus{Phase: "Draining"}}, {Name: "old"}}
+	got := UnreportedDrivers(spec, status)
+	// c is declared again while its removal is still reported: its new
+	// install has not been judged.
+	if strings.Join(got, ",") != "b,c" {
+		t.Errorf("unreported %v, want [b c]", got)
 	}
 }

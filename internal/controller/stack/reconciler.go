@@ -113,7 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	merged := append([]metav1.Condition(nil), st.Status.Conditions...)
 	meta.SetStatusCondition(&merged, specCond)
 	meta.SetStatusCondition(&merged, compat)
-	ready := stackpkg.ReadyCondition(merged, len(st.Spec.Drivers), gen)
+	ready := stackpkg.ReadyCondition(merged, len(st.Spec.Drivers), stackpkg.UnreportedDrivers(&st.Spec, st.Status.Drivers), gen)
 
 	conds := statusapply.KeepTransitionTimes(st.Status.Conditions, []metav1.Condition{specCond, compat, ready}, now)
 	r.recordTransitions(&st, conds)
