@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -174,4 +175,16 @@ func TaintRules(stack, driver string, driverNames []string, policy v1alpha1.Remo
 		out = append(out, u)
 	}
 	return out
+}
+
+// ForceWarning is the Warning to emit when a Force removal deletes the
+// driver's workloads while claims are still allocated on its devices: their
+// pods keep running, but nothing prepares or unprepares those devices any
+// more. Empty when there is nothing to warn about.
+func ForceWarning(driver string, s RemovalState, step RemovalStep) string {
+	if s.Policy != v1alpha1.RemovalPolicyForce || len(s.BlockingClaims) == 0 || !slices.Contains(step.Actions, ActionDeleteWorkloads) {
+		return ""
+	}
+	return fmt.Sprintf("Force removal of driver %s deletes its plugins while %d %s still allocated on its devices: %s; their pods keep running without the driver, and the claims stay allocated until they are deleted",
+		driver, len(s.BlockingClaims), plural(len(s.BlockingClaims), "claim is", "claims are"), listSome(s.BlockingClaims, 10))
 }

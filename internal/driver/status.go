@@ -80,6 +80,9 @@ type ApplyProblem struct {
 	// Conflict is true when another field manager owns fields the render
 	// sets; the operator does not take them over.
 	Conflict bool
+	// Invalid is true when the API server refused the rendered object as
+	// invalid: a spec error, whose Message starts with the field path.
+	Invalid bool
 	// Message is the API server's answer, shortened.
 	Message string
 }
@@ -177,14 +180,24 @@ func Assess(name string, o Observed, s Settings) Assessment {
 
 	if len(o.ApplyProblems) > 0 {
 		reason := ReasonApplyFailed
-		var parts []string
+		var parts, invalid []string
 		for _, p := range o.ApplyProblems {
-			if p.Conflict {
+			switch {
+			case p.Invalid:
+				invalid = append(invalid, p.Message)
+				continue
+			case p.Conflict:
 				reason = ReasonApplyConflict
 			}
 			parts = append(parts, fmt.Sprintf("%s: %s", p.Object, p.Message))
 		}
-		add(reason, strings.Join(parts, "; "), true)
+		// A spec error leads, so that SpecValid can quote the message.
+		if len(invalid) > 0 {
+			add(ReasonInvalidSpec, strings.Join(invalid, "; "), true)
+		}
+		if len(parts) > 0 {
+			add(reason, strings.Join(parts, "; "), true)
+		}
 	}
 
 	var failures []PodFailure
@@ -201,7 +214,7 @@ func Assess(name string, o Observed, s Settings) Assessment {
 	assessControllers(o, r, add)
 	assessPublishing(o, s, add, recheck)
 
-	if missing := missingClasses(r.DeviceClasses, o.DeviceClasses); len(missing) > 0 {
+	if missing := missingClasses(r.DeviceClasses, o.DeviceClasses, o.ApplyProblems); len(missing) > 0 {
 		add(ReasonInstalling, "DeviceClass "+strings.Join(missing, ", ")+" not present yet", false)
 	}
 	if missing, known := MissingRequirements(r.Requirements, o.Cluster); known && len(missing) > 0 {
@@ -489,9 +502,15 @@ func assessPublishing(o Observed, s Settings, add func(string, string, bool), re
 	}
 }
 
-func missingClasses(want, have []string) []string {
+// missingClasses are the rendered DeviceClasses not present yet. A class
+// that failed to apply is left out: its problem says why (a class of the
+// same name that someone else owns is present, just not the driver's).
+func missingClasses(want, have []string, failed []ApplyProblem) []string {
 	var missing []string
 	for _, w := range want {
+		if slices.ContainsFunc(failed, func(p ApplyProblem) bool { return p.Object == "DeviceClass "+w }) {
+			continue
+		}
 		if !slices.Contains(have, w) {
 			missing = append(missing, w)
 		}

@@ -11,7 +11,12 @@ import (
 	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -137,12 +142,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &shutdown,
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.SkipNameValidation},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only the pool controller reads DevicePools, and never their
-			// managedFields, which for a pool with many counters are as
-			// large as its status: 10,000 of them would cost tens of MB.
-			&v1alpha1.DevicePool{}: {Transform: cache.TransformStripManagedFields()},
-		}},
+		Cache:                         cache.Options{ByObject: cacheByObject()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -203,6 +203,32 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// cacheByObject scopes what the manager caches per kind.
+func cacheByObject() map[client.Object]cache.ByObject {
+	by := map[client.Object]cache.ByObject{
+		// Only the pool controller reads DevicePools, and never their
+		// managedFields, which for a pool with many counters are as
+		// large as its status: 10,000 of them would cost tens of MB.
+		&v1alpha1.DevicePool{}: {Transform: cache.TransformStripManagedFields()},
+	}
+	// The driver lifecycle controller watches the objects it renders for
+	// drivers, to restore them when they are deleted or changed; no
+	// controller reads the cluster's other namespaces, service accounts,
+	// roles or admission policies, so only those labelled for a stack are
+	// cached (metadata only, see driverctrl SetupWithManager).
+	stackLabelled, err := labels.NewRequirement(driver.LabelStack, selection.Exists, nil)
+	utilruntime.Must(err)
+	owned := cache.ByObject{Label: labels.NewSelector().Add(*stackLabelled)}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{}, &corev1.ServiceAccount{},
+		&rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}, &rbacv1.Role{}, &rbacv1.RoleBinding{},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
+	} {
+		by[obj] = owned
+	}
+	return by
 }
 
 // claimWebhookServer configures the webhook server of the claim

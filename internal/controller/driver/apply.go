@@ -2,15 +2,22 @@ package driver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/driver"
 )
 
@@ -18,32 +25,155 @@ import (
 const maxProblemMessage = 300
 
 // apply server-side applies every object of a render but the shared
-// namespace (applyNamespace does that). It never forces: a field another
-// manager owns is reported as a conflict and left as it is. It returns the
-// objects that failed; the others are applied regardless.
-func (r *Reconciler) apply(ctx context.Context, rd *driver.Rendered) []driver.ApplyProblem {
+// namespace (applyNamespace does that). An object that exists labelled for
+// the driver is the operator's own: a field someone else took over is
+// taken back (force), which is how a deleted policy binding or an edited
+// ClusterRole is restored, with an Event naming it. An object of the same
+// name that the operator did not create is never forced: the conflict is
+// reported and the object left as it is. It returns the objects that
+// failed; the others are applied regardless.
+func (r *Reconciler) apply(ctx context.Context, st *v1alpha1.DRAStack, d *declared, in *installed) []driver.ApplyProblem {
+	rd := d.rendered
 	var problems []driver.ApplyProblem
 	for _, u := range rd.Objects {
 		if u.GetKind() == "Namespace" {
 			continue
 		}
-		if p := r.applyOne(ctx, u); p != nil {
+		id := objectID(u.GetKind(), u.GetNamespace(), u.GetName())
+		have := in.find(id)
+		key := st.Name + "/" + rd.Driver + "/" + id
+		hash := renderHash(u)
+		prevHash, before := r.memory.get(key)
+		after, p := r.applyObject(ctx, u, have != nil)
+		if p != nil {
+			if p.Invalid {
+				// The API server refused what the spec rendered to: a spec
+				// error (a patch that sets a bad value), reported with the
+				// entry's path.
+				p.Message = field.Invalid(d.path, field.OmitValueType{}, id+": "+driver.OneLine(p.Message)).Error()
+			}
 			problems = append(problems, *p)
+			continue
+		}
+		r.memory.set(key, hash)
+		a := driver.Applied{Before: before, PrevHash: prevHash, Hash: hash, Existed: have != nil,
+			AfterGeneration: after.GetGeneration(), AfterResourceVersion: after.GetResourceVersion()}
+		if have != nil {
+			a.Generation, a.ResourceVersion = have.GetGeneration(), have.GetResourceVersion()
+		}
+		if drift := driver.DriftOf(a); drift != driver.DriftNone {
+			log.FromContext(ctx).Info("Restored an object of a driver", "driver", rd.Driver, "object", id, "drift", drift)
+			if r.Recorder != nil {
+				r.Recorder.Eventf(st, nil, corev1.EventTypeWarning, ReasonObjectRestored, "Restore", "Restored %s: %s (driver %s)", id, drift, rd.Driver)
+			}
 		}
 	}
 	return problems
 }
 
-// applyOne applies one object and describes a failure.
+// ReasonObjectRestored is the reason of the Event when an object of a
+// driver was found deleted or changed and applied again.
+const ReasonObjectRestored = "ObjectRestored"
+
+// renderHash identifies what the render says an object is; equal renders
+// give equal hashes (JSON sorts map keys).
+func renderHash(u *unstructured.Unstructured) string {
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// appliedMemory remembers, for this process, which render of each object
+// was last applied successfully: what tells a restored object from a new
+// one. After a restart nothing is remembered, so an object deleted while
+// the operator was down is restored without an Event.
+type appliedMemory struct {
+	mu   sync.Mutex
+	hash map[string]string
+	// said are the one-time Events emitted, by key.
+	said map[string]bool
+}
+
+// once says true the first time it is called with a key.
+func (m *appliedMemory) once(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.said == nil {
+		m.said = map[string]bool{}
+	}
+	if m.said[key] {
+		return false
+	}
+	m.said[key] = true
+	return true
+}
+
+func (m *appliedMemory) get(key string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.hash[key]
+	return h, ok
+}
+
+func (m *appliedMemory) set(key, hash string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hash == nil {
+		m.hash = map[string]string{}
+	}
+	m.hash[key] = hash
+}
+
+// forget drops the keys with the prefix (one object, or every object of a
+// driver being removed), so that re-creating them later is no restore.
+func (m *appliedMemory) forget(prefix string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.hash {
+		if strings.HasPrefix(k, prefix) {
+			delete(m.hash, k)
+		}
+	}
+	for k := range m.said {
+		if strings.HasPrefix(k, prefix) {
+			delete(m.said, k)
+		}
+	}
+}
+
+// applyOne applies one object without taking over fields of other
+// managers, and describes a failure.
 func (r *Reconciler) applyOne(ctx context.Context, u *unstructured.Unstructured) *driver.ApplyProblem {
+	_, p := r.applyObject(ctx, u, false)
+	return p
+}
+
+// applyObject applies one object, forcing ownership of the rendered fields
+// when force is set, and returns the API server's answer or a problem.
+func (r *Reconciler) applyObject(ctx context.Context, u *unstructured.Unstructured, force bool) (*unstructured.Unstructured, *driver.ApplyProblem) {
 	obj := u.DeepCopy()
-	err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(driver.FieldManager))
+	opts := []client.ApplyOption{client.FieldOwner(driver.FieldManager)}
+	if force {
+		opts = append(opts, client.ForceOwnership)
+	}
+	err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...)
 	if err == nil {
-		return nil
+		return obj, nil
 	}
 	id := objectID(u.GetKind(), u.GetNamespace(), u.GetName())
 	log.FromContext(ctx).Error(err, "Apply failed", "object", id)
-	return &driver.ApplyProblem{Object: id, Conflict: apierrors.IsConflict(err), Message: shorten(err.Error())}
+	p := &driver.ApplyProblem{Object: id, Conflict: apierrors.IsConflict(err), Invalid: apierrors.IsInvalid(err), Message: shorten(err.Error())}
+	if p.Conflict {
+		var causes []metav1.StatusCause
+		if st, ok := err.(apierrors.APIStatus); ok && st.Status().Details != nil {
+			causes = st.Status().Details.Causes
+		}
+		p.Message = driver.DescribeConflict(causes)
+	}
+	return obj, p
 }
 
 // applyNamespace applies the shared namespace of the declared drivers
@@ -67,7 +197,7 @@ func (r *Reconciler) applyNamespace(ctx context.Context, want []*declared) {
 // produces: a DeviceClass dropped from the spec, the controller of a
 // feature turned off, objects left in a previous namespace, or the taint
 // of an interrupted removal (the driver is back, so allocations resume).
-func (r *Reconciler) prune(ctx context.Context, rd *driver.Rendered, in *installed) error {
+func (r *Reconciler) prune(ctx context.Context, stack string, rd *driver.Rendered, in *installed) error {
 	if in == nil {
 		return nil
 	}
@@ -79,6 +209,7 @@ func (r *Reconciler) prune(ctx context.Context, rd *driver.Rendered, in *install
 		if keep[o.id()] {
 			continue
 		}
+		r.memory.forget(stack + "/" + rd.Driver + "/" + o.id())
 		log.FromContext(ctx).Info("Pruning an object the render no longer produces", "driver", rd.Driver, "object", o.id())
 		if err := r.deleteObject(ctx, o); err != nil {
 			return err

@@ -59,6 +59,19 @@ func (in *installed) annotation(key string) string {
 	return ""
 }
 
+// find returns the installed object with the id ("Kind ns/name"), or nil.
+func (in *installed) find(id string) *object {
+	if in == nil {
+		return nil
+	}
+	for i := range in.objects {
+		if in.objects[i].id() == id {
+			return &in.objects[i]
+		}
+	}
+	return nil
+}
+
 // count returns how many objects of the kinds match.
 func (in *installed) count(match func(schema.GroupKind) bool) int {
 	if in == nil {

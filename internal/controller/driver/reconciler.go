@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,11 +67,16 @@ type Reconciler struct {
 	// Event was emitted for; see recordTransitions.
 	emittedMu sync.Mutex
 	emitted   map[string]string
+
+	// memory is which render of each object was applied; see apply.
+	memory appliedMemory
 }
 
 // declared is one driver of the spec with its render.
 type declared struct {
-	spec      v1alpha1.DriverSpec
+	spec v1alpha1.DriverSpec
+	// path is the entry's field path, spec.drivers[i].
+	path      *field.Path
 	rendered  *driver.Rendered
 	renderErr error
 	problems  []driver.ApplyProblem
@@ -94,9 +100,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	var want []*declared
 	if !deleting {
-		for _, spec := range st.Spec.Drivers {
-			d := &declared{spec: spec}
-			d.rendered, d.renderErr = driver.Render(driver.Input{Stack: st.Name, Namespace: namespace, Driver: spec})
+		for i, spec := range st.Spec.Drivers {
+			d := &declared{spec: spec, path: field.NewPath("spec", "drivers").Index(i)}
+			d.rendered, d.renderErr = driver.Render(driver.Input{Stack: st.Name, Namespace: namespace, Driver: spec, Path: d.path})
 			want = append(want, d)
 		}
 	}
@@ -128,8 +134,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if d.rendered == nil {
 			continue
 		}
-		d.problems = append(d.problems, r.apply(ctx, d.rendered)...)
-		if err := r.prune(ctx, d.rendered, inv.drivers[d.spec.Name]); err != nil {
+		d.problems = append(d.problems, r.apply(ctx, &st, d, inv.drivers[d.spec.Name])...)
+		if err := r.prune(ctx, st.Name, d.rendered, inv.drivers[d.spec.Name]); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

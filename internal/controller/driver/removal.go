@@ -20,6 +20,10 @@ import (
 	"github.com/drastack/drastack/internal/driver"
 )
 
+// ReasonForceRemovalWithClaims is the reason of the Warning when a Force
+// removal deletes a driver's plugins under allocated claims.
+const ReasonForceRemovalWithClaims = "ForceRemovalWithClaims"
+
 var namespaceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 
 // removeDriver observes a driver that is no longer declared, takes the next
@@ -28,6 +32,10 @@ var namespaceGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
 func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, name string, in *installed, taintGVK *schema.GroupVersionKind, pub publishing, now time.Time) (*driver.Assessment, bool, error) {
 	logger := log.FromContext(ctx).WithValues("driver", name)
 	since, prevPolicy := removalSince(st, name)
+	if since.IsZero() {
+		// Objects re-created after the removal are new, not restored.
+		r.memory.forget(st.Name + "/" + name + "/")
+	}
 
 	var spec *v1alpha1.DriverSpec
 	for i := range st.Spec.Drivers {
@@ -77,11 +85,18 @@ func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, na
 
 	step := driver.NextRemovalStep(state)
 	if step.Done {
+		r.memory.forget(st.Name + "/" + name + "/")
 		logger.Info("Driver removed")
 		if r.Recorder != nil {
 			r.Recorder.Eventf(st, nil, corev1.EventTypeNormal, "DriverRemoved", "Driver", "driver %s removed: nothing of it is left", name)
 		}
 		return nil, true, nil
+	}
+	if msg := driver.ForceWarning(name, state, step); msg != "" && r.memory.once(st.Name+"/"+name+"/!force") {
+		logger.Info("Force removal with claims still allocated", "claims", state.BlockingClaims)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(st, nil, corev1.EventTypeWarning, ReasonForceRemovalWithClaims, "Remove", "%s", msg)
+		}
 	}
 	for _, action := range step.Actions {
 		logger.Info("Removal step", "phase", step.Phase, "action", action)

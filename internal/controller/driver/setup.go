@@ -5,7 +5,10 @@ import (
 	"reflect"
 	"slices"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,13 +46,17 @@ import (
 // inventory.go inventory and namespace.go cleanupNamespaces (metadata
 // lists), apply.go applyNamespace (apply), namespace.go cleanupNamespaces
 // (delete, or release by apply).
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;create;patch;delete
+// setup.go Watches (metadata informer, scoped to the stack label by
+// internal/operator): a deleted or changed object is restored at once.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch;create;patch;delete
 // inventory.go inventory (metadata lists), apply.go apply (apply),
-// apply.go prune and removal.go act via deleteObject (delete): the
-// kinds of driver.ManagedKinds that no informer caches.
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;create;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;roles;rolebindings,verbs=list;create;patch;delete
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=list;create;patch;delete
+// apply.go prune and removal.go act via deleteObject (delete), setup.go
+// Watches (metadata informers scoped to the stack label by
+// internal/operator, so that a deleted or edited policy binding, role or
+// service account is restored within seconds).
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;roles;rolebindings,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=list;watch;create;patch;delete
 // inventory.go inventory (metadata lists), removal.go act ActionTaint
 // (apply), apply.go prune and removal.go act ActionUntaint (delete).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=list;create;patch;delete
@@ -115,8 +122,10 @@ import (
 
 // SetupWithManager registers the controller. It reconciles the DRAStack
 // when its spec, deletion, finalizers or cluster probe change, when an
-// object labelled for one of its drivers changes, and when a node starts
-// or stops publishing ResourceSlices for one of its drivers.
+// object labelled for one of its drivers changes or is deleted (every
+// kind of driver.ManagedKinds: the reconcile applies it again, see
+// apply), and when a node starts or stops publishing ResourceSlices for
+// one of its drivers.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	owned := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		stack := obj.GetLabels()[driver.LabelStack]
@@ -133,6 +142,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.DaemonSet{}, owned, labelled).
 		Watches(&appsv1.Deployment{}, owned, labelled).
 		Watches(&resourcev1.DeviceClass{}, owned, labelled).
+		Watches(&corev1.Namespace{}, owned, labelled, builder.OnlyMetadata).
+		Watches(&corev1.ServiceAccount{}, owned, labelled, builder.OnlyMetadata).
+		Watches(&rbacv1.ClusterRole{}, owned, labelled, builder.OnlyMetadata).
+		Watches(&rbacv1.ClusterRoleBinding{}, owned, labelled, builder.OnlyMetadata).
+		Watches(&rbacv1.Role{}, owned, labelled, builder.OnlyMetadata).
+		Watches(&rbacv1.RoleBinding{}, owned, labelled, builder.OnlyMetadata).
+		Watches(&admissionregistrationv1.ValidatingAdmissionPolicy{}, owned, labelled, builder.OnlyMetadata).
+		Watches(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, owned, labelled, builder.OnlyMetadata).
 		Watches(&resourcev1.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.stacksOfSlice), builder.WithPredicates(sliceAppearedOrGone())).
 		Named("drastack-driver").
 		Complete(r)

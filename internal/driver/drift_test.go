@@ -1,0 +1,74 @@
+package driver
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+)
+
+func TestDriftOf(t *testing.T) {
+	tests := []struct {
+		name string
+		a    Applied
+		want Drift
+	}{
+		{"first apply since the operator started", Applied{Existed: false, Hash: "h"}, DriftNone},
+		{"applied before, gone now", Applied{Before: true, PrevHash: "h", Hash: "h"}, DriftDeleted},
+		{"gone after a spec change too", Applied{Before: true, PrevHash: "g", Hash: "h"}, DriftDeleted},
+		{"unchanged binding", Applied{Before: true, PrevHash: "h", Hash: "h", Existed: true, Generation: 3, AfterGeneration: 3, ResourceVersion: "1", AfterResourceVersion: "2"}, DriftNone},
+		{"binding edited by someone", Applied{Before: true, PrevHash: "h", Hash: "h", Existed: true, Generation: 4, AfterGeneration: 5}, DriftChanged},
+		{"render changed (an upgrade)", Applied{Before: true, PrevHash: "g", Hash: "h", Existed: true, Generation: 4, AfterGeneration: 5}, DriftNone},
+		{"ClusterRole edited (no generation)", Applied{Before: true, PrevHash: "h", Hash: "h", Existed: true, ResourceVersion: "7", AfterResourceVersion: "9"}, DriftChanged},
+		{"ClusterRole as applied", Applied{Before: true, PrevHash: "h", Hash: "h", Existed: true, ResourceVersion: "7", AfterResourceVersion: "7"}, DriftNone},
+	}
+	for _, tc := range tests {
+		if got := DriftOf(tc.a); got != tc.want {
+			t.Errorf("%s: DriftOf = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDescribeConflict(t *testing.T) {
+	causes := []metav1.StatusCause{
+		{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "kubectl-client-side-apply" using resource.k8s.io/v1`, Field: ".spec.selectors"},
+		{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "kubectl-client-side-apply" using resource.k8s.io/v1`, Field: ".metadata.labels.x"},
+		{Type: metav1.CauseTypeFieldValueInvalid, Message: "other", Field: ".spec"},
+	}
+	got := DescribeConflict(causes)
+	for _, want := range []string{"exists but is owned by someone else (field manager kubectl-client-side-apply)", "conflicting fields .spec.selectors, .metadata.labels.x", "delete it"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("DescribeConflict = %q, want it to contain %q", got, want)
+		}
+	}
+	if strings.Contains(got, "not present") {
+		t.Errorf("DescribeConflict = %q says the object is missing", got)
+	}
+	if got := DescribeConflict(nil); !strings.HasPrefix(got, "exists but is owned by someone else;") {
+		t.Errorf("without causes: %q", got)
+	}
+}
+
+func TestForceWarning(t *testing.T) {
+	claims := []string{"ns/a", "ns/b"}
+	deleting := RemovalStep{Phase: PhaseDeleting, Actions: []RemovalAction{ActionDeleteWorkloads}}
+	tests := []struct {
+		name  string
+		s     RemovalState
+		step  RemovalStep
+		wants string
+	}{
+		{"Force with claims, deleting the plugins", RemovalState{Policy: v1alpha1.RemovalPolicyForce, BlockingClaims: claims}, deleting, "2 claims are still allocated on its devices: ns/a, ns/b"},
+		{"Force without claims", RemovalState{Policy: v1alpha1.RemovalPolicyForce}, deleting, ""},
+		{"Drain never deletes under claims", RemovalState{Policy: v1alpha1.RemovalPolicyDrain, BlockingClaims: claims}, deleting, ""},
+		{"Force, still tainting", RemovalState{Policy: v1alpha1.RemovalPolicyForce, BlockingClaims: claims}, RemovalStep{Phase: PhaseTainting, Actions: []RemovalAction{ActionTaint}}, ""},
+	}
+	for _, tc := range tests {
+		got := ForceWarning("gpu.example.com", tc.s, tc.step)
+		if (tc.wants == "") != (got == "") || !strings.Contains(got, tc.wants) {
+			t.Errorf("%s: ForceWarning = %q, want %q", tc.name, got, tc.wants)
+		}
+	}
+}
