@@ -1,0 +1,210 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/drastack/drastack/internal/operator"
+	"github.com/drastack/drastack/test/cluster"
+)
+
+// Environment of the operator child process (see OperatorProcessMain).
+const (
+	operatorCountsEnv  = "DRASTACK_SCALE_OPERATOR_COUNTS"
+	operatorProbeNSEnv = "DRASTACK_SCALE_OPERATOR_PROBE_NAMESPACE"
+)
+
+// countsInterval is how often the child process writes its request counts,
+// so that the parent can split them by phase.
+const countsInterval = time.Second
+
+// operatorShutdown bounds the operator's graceful shutdown.
+const operatorShutdown = 10 * time.Second
+
+// OperatorProcessMain runs the operator when this process was started as
+// the operator child of Run (Config.OperatorExecutable) and reports true;
+// otherwise it does nothing and reports false. The operator is wired as
+// cmd/manager wires it (ctrl.GetConfig from $KUBECONFIG, which holds the
+// ServiceAccount token, with controller-runtime's client rate limits),
+// with every request counted by verb and resource into a file the parent
+// reads.
+func OperatorProcessMain() (bool, error) {
+	countsPath := os.Getenv(operatorCountsEnv)
+	if countsPath == "" {
+		return false, nil
+	}
+	ctrl.SetLogger(zap.New())
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return true, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	reqs := NewRequests()
+	mgr, err := operator.New(reqs.Wrap(cfg), operatorOptions(os.Getenv(operatorProbeNSEnv)))
+	if err != nil {
+		return true, err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(countsInterval):
+				_ = writeCounts(countsPath, reqs.Snapshot())
+			}
+		}
+	}()
+	err = mgr.Start(ctx)
+	if werr := writeCounts(countsPath, reqs.Snapshot()); werr != nil && err == nil {
+		err = werr
+	}
+	return true, err
+}
+
+func operatorOptions(probeNS string) operator.Options {
+	return operator.Options{MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: probeNS, ShutdownTimeout: operatorShutdown}
+}
+
+// runningOperator is the operator under test, in this process or in a
+// child process.
+type runningOperator struct {
+	// in-process
+	reqs   *Requests
+	cancel context.CancelFunc
+	done   chan error
+
+	// child process
+	cmd        *exec.Cmd
+	countsPath string
+	exited     chan error
+}
+
+// startOperator runs the operator under the ServiceAccount and RBAC that
+// config/default installs (cluster.DeployOperatorIdentity), in a child
+// process running exe when exe is set, else in this process.
+func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, exe, logDir string) (*runningOperator, error) {
+	id, err := c.DeployOperatorIdentity(ctx, deployDir)
+	if err != nil {
+		return nil, err
+	}
+	if exe == "" {
+		o := operatorOptions(probeNS)
+		// The e2e suites run several managers in one process.
+		o.SkipNameValidation = true
+		r := &runningOperator{reqs: NewRequests(), done: make(chan error, 1)}
+		mgr, err := operator.New(r.reqs.Wrap(id.Config), o)
+		if err != nil {
+			return nil, err
+		}
+		opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		r.cancel = cancel
+		go func() { r.done <- mgr.Start(opCtx) }()
+		return r, nil
+	}
+	log, err := os.Create(filepath.Join(logDir, "operator.log"))
+	if err != nil {
+		return nil, fmt.Errorf("create the operator log: %w", err)
+	}
+	defer log.Close()
+	r := &runningOperator{countsPath: filepath.Join(c.Dir, "operator-requests.json"), exited: make(chan error, 1)}
+	r.cmd = exec.Command(exe)
+	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS)
+	r.cmd.Stdout, r.cmd.Stderr = log, log
+	if err := r.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the operator process %s: %w", exe, err)
+	}
+	go func() { r.exited <- r.cmd.Wait() }()
+	return r, nil
+}
+
+// requests returns the requests made so far (in a child process: as of
+// its last write, at most countsInterval ago).
+func (r *runningOperator) requests() (RequestCounts, error) {
+	if r.cmd == nil {
+		return r.reqs.Snapshot(), nil
+	}
+	return readCounts(r.countsPath)
+}
+
+// cpu returns the child process's CPU time so far (user and system), false
+// for an operator in this process.
+func (r *runningOperator) cpu() (time.Duration, bool) {
+	if r.cmd == nil {
+		return 0, false
+	}
+	d, err := procCPU(r.cmd.Process.Pid)
+	return d, err == nil
+}
+
+// Usage is what the operator process used over its life.
+type Usage struct {
+	// Measured is false for an operator that ran in the test's process.
+	Measured bool
+	// CPU is user plus system time.
+	CPU time.Duration
+	// PeakRSS is the maximum resident set size in bytes.
+	PeakRSS int64
+}
+
+// stop ends the operator and returns its final request counts and usage.
+func (r *runningOperator) stop() (RequestCounts, Usage, error) {
+	if r.cmd == nil {
+		r.cancel()
+		err := <-r.done
+		return r.reqs.Snapshot(), Usage{}, err
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-r.exited:
+	case <-time.After(3 * operatorShutdown):
+		_ = r.cmd.Process.Kill()
+		err = errors.Join(errors.New("the operator did not stop on SIGTERM; killed"), <-r.exited)
+	}
+	u := Usage{Measured: true, CPU: r.cmd.ProcessState.UserTime() + r.cmd.ProcessState.SystemTime()}
+	if ru, ok := r.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		u.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	counts, cerr := readCounts(r.countsPath)
+	return counts, u, errors.Join(err, cerr)
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ,
+// 100 on every Linux architecture Go supports).
+const userHZ = 100
+
+// procCPU reads utime+stime of a process from /proc.
+func procCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces; fields restart after its ')'.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(ut+st) * time.Second / userHZ, nil
+}

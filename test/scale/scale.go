@@ -1,0 +1,746 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/operator"
+	"github.com/drastack/drastack/internal/pool"
+	"github.com/drastack/drastack/test/cluster"
+	"github.com/drastack/drastack/test/sim"
+)
+
+// What the simulated cluster runs.
+const (
+	// Namespace holds the burst's claims and the probe's dry runs.
+	Namespace = "scale"
+	// GPUDriver publishes two A100 40GB GPUs per node with MIG-like
+	// partitions (shared counters); its whole GPUs are central devices.
+	GPUDriver = "gpu.scale.drastack.io"
+	// NICDriver publishes four NICs per node.
+	NICDriver = "nic.scale.drastack.io"
+	// TPUDriver is the central publisher's multi-host driver.
+	TPUDriver = "tpu.scale.drastack.io"
+	// GPUClass selects whole GPUs; its claims are immediate.
+	GPUClass = "scale-gpu"
+	// TPUClass selects the multi-host partitions.
+	TPUClass = "scale-tpu"
+
+	tpuSelectLabel = "scale.drastack.io/tpu"
+	tpuDomainLabel = "scale.drastack.io/tpu-domain"
+	tpuCoordsLabel = "scale.drastack.io/tpu-coords"
+	// A domain is 4x4 hosts of 2x2 chips, published as 29 partitions.
+	domainHostsX, domainHostsY = 4, 4
+	domainHosts                = domainHostsX * domainHostsY
+)
+
+// Inventory is what the simulated driver publishes on every node: two
+// drivers, GPUs partitioned with shared counters and NICs.
+func Inventory() *sim.Inventory {
+	sel := map[string]string{cluster.KwokTypeLabel: cluster.KwokTypeValue}
+	return &sim.Inventory{
+		Topology: sim.Topology{PCIeRoots: 2},
+		Drivers: []sim.DriverSpec{
+			{Name: GPUDriver, NodeSelector: sel, Devices: []sim.DeviceGroup{{Kind: sim.KindGPU, Count: 2, Model: "A100-SXM4-40GB", Partitions: sim.ProfileA100_40GB}}},
+			{Name: NICDriver, NodeSelector: sel, Devices: []sim.DeviceGroup{{Kind: sim.KindNIC, Count: 4, Bandwidth: "400G"}}},
+		},
+	}
+}
+
+// Config configures Run.
+type Config struct {
+	// Nodes is how many kwok nodes the cluster gets (required).
+	Nodes int
+	// Domains is how many multi-host domains of 16 hosts the central
+	// publisher publishes (on the first 16 x Domains nodes). Default 2.
+	Domains int
+	// Claims is the size of the burst of immediate claims, each for one
+	// whole GPU (at most 2 x Nodes). Default Nodes.
+	Claims int
+	// RepublishPercent of the nodes republish their pools under a new
+	// generation. Default 10.
+	RepublishPercent int
+	// NodeHeartbeat slows kwok (cluster.Options.NodeHeartbeat). Default 60s.
+	NodeHeartbeat time.Duration
+	// CRDDir and DeployDir are config/crd/bases and config/default.
+	CRDDir, DeployDir string
+	// OperatorExecutable, when set, runs the operator in a child process
+	// started from it (a program that calls OperatorProcessMain first),
+	// so that its CPU time and memory can be measured. Empty runs it in
+	// this process.
+	OperatorExecutable string
+	// LogDir keeps the component and operator logs. Default: a temporary
+	// folder removed with the cluster.
+	LogDir string
+	// PhaseTimeout bounds each wait. Default 15m.
+	PhaseTimeout time.Duration
+	// CheckInterval is how often the DevicePools are compared with the
+	// model. Default 1s.
+	CheckInterval time.Duration
+	// Logf receives progress lines. Default: discard.
+	Logf func(format string, args ...any)
+}
+
+func (c *Config) defaults() error {
+	if c.Nodes <= 0 {
+		return errors.New("scale: Config.Nodes must be positive")
+	}
+	if c.Domains <= 0 {
+		c.Domains = 2
+	}
+	if c.Domains*domainHosts > c.Nodes {
+		return fmt.Errorf("scale: %d domains of %d hosts need %d nodes, have %d", c.Domains, domainHosts, c.Domains*domainHosts, c.Nodes)
+	}
+	if c.Claims <= 0 {
+		c.Claims = c.Nodes
+	}
+	if c.Claims > 2*c.Nodes {
+		return fmt.Errorf("scale: %d claims for one whole GPU each, but %d nodes have only %d GPUs", c.Claims, c.Nodes, 2*c.Nodes)
+	}
+	if c.RepublishPercent <= 0 {
+		c.RepublishPercent = 10
+	}
+	if c.NodeHeartbeat <= 0 {
+		c.NodeHeartbeat = time.Minute
+	}
+	if c.CRDDir == "" || c.DeployDir == "" {
+		return errors.New("scale: Config.CRDDir and Config.DeployDir are required")
+	}
+	if c.PhaseTimeout <= 0 {
+		c.PhaseTimeout = 15 * time.Minute
+	}
+	if c.CheckInterval <= 0 {
+		c.CheckInterval = time.Second
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// Phase is one phase of the run, from the operator's point of view.
+type Phase struct {
+	Name string
+	// Wall is how long the phase took.
+	Wall time.Duration
+	// CPU is the operator process's CPU time in the phase (0 when the
+	// operator ran in-process).
+	CPU time.Duration
+	// Requests the operator made in the phase.
+	Requests RequestCounts
+}
+
+// Report is what Run measured. Problems lists every correctness failure;
+// a run without problems had every DevicePool right after each phase,
+// every burst claim allocated and no device allocated twice.
+type Report struct {
+	Config Config
+	// Pools, Slices and Devices at the end of the initial publication.
+	Pools, Slices, Devices int
+	// ClusterStart: control plane up; NodesReady: nodes created and Ready.
+	ClusterStart, NodesReady time.Duration
+	// Publish is from the simulated driver's start to its last slice.
+	Publish time.Duration
+	// SyncCorrect is from the last slice written to every DevicePool
+	// correct.
+	SyncCorrect time.Duration
+	// Burst: allocations per second over the burst (first claim created
+	// to last allocation seen), latency of each claim from its create
+	// call to its allocation seen in a watch.
+	BurstRate                           float64
+	BurstWall                           time.Duration
+	BurstP50, BurstP99, BurstMax        time.Duration
+	BurstPoolsCorrect                   time.Duration
+	Republished                         int
+	RepublishCorrect, RepublishFromEdit time.Duration
+	Phases                              []Phase
+	// Requests is every request of the operator; Usage its process.
+	Requests RequestCounts
+	Usage    Usage
+	// LoadBefore and LoadAfter are /proc/loadavg.
+	LoadBefore, LoadAfter string
+	Problems              []string
+}
+
+func (r *Report) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// watcher follows the objects the checks read, and when they last
+// changed.
+type watcher struct {
+	cache          cache.Cache
+	lastSlice      atomic.Int64 // unix nanoseconds of the last slice event
+	lastAny        atomic.Int64 // ... of the last event of any watched kind
+	mu             sync.Mutex
+	allocatedAt    map[string]time.Time
+	lastAllocation time.Time
+}
+
+func (w *watcher) touch(slice bool) {
+	now := time.Now().UnixNano()
+	if slice {
+		w.lastSlice.Store(now)
+	}
+	w.lastAny.Store(now)
+}
+
+func startWatcher(ctx context.Context, cfg *rest.Config) (*watcher, error) {
+	c, err := cache.New(cfg, cache.Options{Scheme: operator.Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("watch cache: %w", err)
+	}
+	w := &watcher{cache: c, allocatedAt: map[string]time.Time{}}
+	handler := func(slice bool, onClaim bool) toolscache.ResourceEventHandler {
+		return toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				w.touch(slice)
+				if onClaim {
+					w.claimSeen(obj)
+				}
+			},
+			UpdateFunc: func(_, obj any) {
+				w.touch(slice)
+				if onClaim {
+					w.claimSeen(obj)
+				}
+			},
+			DeleteFunc: func(any) { w.touch(slice) },
+		}
+	}
+	for _, h := range []struct {
+		obj          client.Object
+		slice, claim bool
+	}{
+		{&resourceapi.ResourceSlice{}, true, false},
+		{&resourceapi.ResourceClaim{}, false, true},
+		{&resourceapi.DeviceTaintRule{}, false, false},
+		{&v1alpha1.DevicePool{}, false, false},
+	} {
+		inf, err := c.GetInformer(ctx, h.obj)
+		if err != nil {
+			return nil, fmt.Errorf("informer for %T: %w", h.obj, err)
+		}
+		if _, err := inf.AddEventHandler(handler(h.slice, h.claim)); err != nil {
+			return nil, fmt.Errorf("handler for %T: %w", h.obj, err)
+		}
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return nil, errors.New("watch cache did not sync")
+	}
+	return w, nil
+}
+
+func (w *watcher) claimSeen(obj any) {
+	cl, ok := obj.(*resourceapi.ResourceClaim)
+	if !ok || cl.Status.Allocation == nil {
+		return
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, seen := w.allocatedAt[cl.Name]; !seen {
+		w.allocatedAt[cl.Name] = now
+		w.lastAllocation = now
+	}
+}
+
+// nodeLabels are the labels Run gave each node (what sim.Render sees).
+type nodeLabels struct {
+	mu     sync.Mutex
+	labels map[string]map[string]string
+}
+
+// unpublished counts the pools the simulated driver should publish (by
+// sim.Render of each node) that are not in the snapshot in full at their
+// expected generation, and the multi-host domains without a complete
+// pool.
+func (n *nodeLabels) unpublished(s *snapshot, inv *sim.Inventory, domains int) (int, error) {
+	type seen struct {
+		gen   int64
+		n     int
+		count int64
+	}
+	have := map[pool.ID]*seen{}
+	for _, sl := range s.slices {
+		id := pool.KeyOf(sl)
+		h := have[id]
+		if h == nil || sl.Spec.Pool.Generation > h.gen {
+			h = &seen{gen: sl.Spec.Pool.Generation}
+			have[id] = h
+		}
+		if sl.Spec.Pool.Generation == h.gen {
+			h.n++
+			h.count = sl.Spec.Pool.ResourceSliceCount
+		}
+	}
+	missing := 0
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for name, labels := range n.labels {
+		pools, err := sim.Render(inv, name, labels)
+		if err != nil {
+			return 0, err
+		}
+		for _, p := range pools {
+			h := have[pool.ID{Driver: p.Driver, Pool: p.Name}]
+			if h == nil || h.gen < p.Generation || h.n != len(p.Slices) || h.count != int64(len(p.Slices)) {
+				missing++
+			}
+		}
+	}
+	tpu := 0
+	for id, h := range have {
+		if id.Driver == TPUDriver && int64(h.n) == h.count {
+			tpu++
+		}
+	}
+	if tpu < domains {
+		missing += domains - tpu
+	}
+	return missing, nil
+}
+
+// Run starts a cluster, runs the scenario and returns what it measured.
+// An error means the run could not be completed; correctness failures are
+// in Report.Problems.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Config: cfg, LoadBefore: loadavg()}
+	logf := cfg.Logf
+
+	begin := time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{
+		CRDDirectoryPaths: []string{cfg.CRDDir},
+		LogDir:            cfg.LogDir,
+		NodeHeartbeat:     cfg.NodeHeartbeat,
+		StartTimeout:      5 * time.Minute,
+		Logf:              logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			logf("stop the cluster: %v", err)
+		}
+	}()
+	// Watches and informers end before the control plane stops.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rep.ClusterStart = time.Since(begin)
+	logDir := cfg.LogDir
+	if logDir == "" {
+		logDir = c.LogDir
+	}
+
+	fast := rest.CopyConfig(c.Config)
+	fast.QPS, fast.Burst = 2000, 2000
+	cs, err := kubernetes.NewForConfig(fast)
+	if err != nil {
+		return nil, err
+	}
+	crc, err := client.New(c.Config, client.Options{Scheme: operator.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	if err := setup(ctx, cs, crc, cfg); err != nil {
+		return nil, err
+	}
+
+	// Nodes.
+	begin = time.Now()
+	nodes, err := createNodes(ctx, cs, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitNodesReady(ctx, cs, cfg); err != nil {
+		return nil, err
+	}
+	rep.NodesReady = time.Since(begin)
+	logf("%d nodes Ready in %s", cfg.Nodes, rep.NodesReady.Round(time.Millisecond))
+
+	w, err := startWatcher(ctx, c.Config)
+	if err != nil {
+		return nil, err
+	}
+
+	// The operator, then the simulated driver.
+	phaseStart := time.Now()
+	op, err := startOperator(ctx, c, cfg.DeployDir, Namespace, cfg.OperatorExecutable, logDir)
+	if err != nil {
+		return nil, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_, _, _ = op.stop()
+		}
+	}()
+	var phaseReq RequestCounts
+	var phaseCPU time.Duration
+	endPhase := func(name string) {
+		req, err := op.requests()
+		if err != nil {
+			rep.problem("phase %s: %v", name, err)
+		}
+		cpu, _ := op.cpu()
+		rep.Phases = append(rep.Phases, Phase{Name: name, Wall: time.Since(phaseStart), CPU: cpu - phaseCPU, Requests: req.Minus(phaseReq)})
+		phaseReq, phaseCPU, phaseStart = req, cpu, time.Now()
+	}
+
+	inv := Inventory()
+	simStart := time.Now()
+	s, err := sim.Start(ctx, sim.Options{Client: cs, Inventory: inv, KeepSlicesOnStop: true, Workers: 64})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = s.Stop() }()
+
+	check := func(what string) (time.Duration, *snapshot, error) {
+		var last []string
+		deadline := time.Now().Add(cfg.PhaseTimeout)
+		for {
+			select {
+			case <-ctx.Done():
+				return 0, nil, ctx.Err()
+			case <-time.After(cfg.CheckInterval):
+			}
+			lastAny := w.lastAny.Load()
+			snap, err := readSnapshot(ctx, w.cache)
+			if err != nil {
+				return 0, nil, err
+			}
+			missing, err := nodes.unpublished(snap, inv, cfg.Domains)
+			if err != nil {
+				return 0, nil, err
+			}
+			mism, n := snap.mismatches(time.Now())
+			if missing == 0 && len(mism) == 0 && w.lastAny.Load() == lastAny {
+				// Nothing changed while the snapshot was read and
+				// compared: it held since the last event.
+				correctAt := time.Unix(0, lastAny)
+				sliceAt := time.Unix(0, w.lastSlice.Load())
+				logf("%s: %d pools correct (last slice %s ago, last change %s ago)", what, n,
+					time.Since(sliceAt).Round(time.Millisecond), time.Since(correctAt).Round(time.Millisecond))
+				return correctAt.Sub(sliceAt), snap, nil
+			}
+			last = append([]string{fmt.Sprintf("%d pools unpublished", missing)}, mism...)
+			if time.Now().After(deadline) {
+				return 0, snap, fmt.Errorf("%s: DevicePools not correct after %s: %s", what, cfg.PhaseTimeout, strings.Join(last, "; "))
+			}
+		}
+	}
+
+	// Phase 1: initial publication.
+	d, snap, err := check("initial publication")
+	if err != nil {
+		rep.problem("%v", err)
+		return rep, nil
+	}
+	rep.SyncCorrect = d
+	rep.Publish = time.Unix(0, w.lastSlice.Load()).Sub(simStart)
+	rep.Pools, rep.Slices = len(snap.pools), len(snap.slices)
+	for _, sl := range snap.slices {
+		rep.Devices += len(sl.Spec.Devices)
+	}
+	endPhase("publish and validate")
+
+	// Phase 2: the burst.
+	if err := burst(ctx, cs, w, cfg, rep); err != nil {
+		rep.problem("%v", err)
+		return rep, nil
+	}
+	lastAlloc := w.lastAllocationTime()
+	if _, _, err := check("after the burst"); err != nil {
+		rep.problem("%v", err)
+		return rep, nil
+	}
+	rep.BurstPoolsCorrect = time.Unix(0, w.lastAny.Load()).Sub(lastAlloc)
+	var claims resourceapi.ResourceClaimList
+	if err := w.cache.List(ctx, &claims, client.InNamespace(Namespace)); err != nil {
+		return nil, err
+	}
+	for _, v := range doubleAllocations(claims.Items) {
+		rep.problem("device allocated twice: %s", v)
+	}
+	endPhase("claim burst")
+
+	// Phase 3: 10% of the nodes republish under a new generation.
+	edit := time.Now()
+	rep.Republished, err = republish(ctx, cs, nodes, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d, _, err = check("republish")
+	if err != nil {
+		rep.problem("%v", err)
+		return rep, nil
+	}
+	rep.RepublishCorrect = d
+	rep.RepublishFromEdit = time.Unix(0, w.lastAny.Load()).Sub(edit)
+	endPhase("republish")
+
+	stopped = true
+	counts, usage, err := op.stop()
+	if err != nil {
+		rep.problem("operator: %v", err)
+	}
+	rep.Requests, rep.Usage = counts, usage
+	if len(counts.Refused) > 0 {
+		rep.problem("the API server refused %d request(s) of the operator: %s", len(counts.Refused), strings.Join(counts.Refused, "; "))
+	}
+	rep.LoadAfter = loadavg()
+	return rep, nil
+}
+
+func (w *watcher) lastAllocationTime() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastAllocation
+}
+
+// setup creates the namespace, the DeviceClasses and the DRAStack: the
+// multi-host domains and the central, immediate GPU class.
+func setup(ctx context.Context, cs kubernetes.Interface, crc client.Client, cfg Config) error {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create namespace %s: %w", Namespace, err)
+	}
+	for _, dc := range []struct{ name, expr string }{
+		{GPUClass, fmt.Sprintf(`device.driver == %q && device.attributes[%q].type == "gpu"`, GPUDriver, GPUDriver)},
+		{TPUClass, fmt.Sprintf(`device.driver == %q`, TPUDriver)},
+	} {
+		obj := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: dc.name},
+			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: dc.expr}}}}}
+		if _, err := cs.ResourceV1().DeviceClasses().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create DeviceClass %s: %w", dc.name, err)
+		}
+	}
+	stack := &v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}}
+	stack.Spec.MultiHost = []v1alpha1.MultiHostSpec{{
+		Name: "tpu", Driver: TPUDriver,
+		NodeSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{tpuSelectLabel: "true"}},
+		DomainLabel:      tpuDomainLabel,
+		CoordinatesLabel: tpuCoordsLabel,
+		HostGrid:         []int32{domainHostsX, domainHostsY},
+		ChipsPerHost:     []int32{2, 2},
+		Partitions:       []string{"2x2", "2x4", "4x4", "8x8"},
+	}}
+	stack.Spec.Claims = v1alpha1.ClaimsSpec{
+		Engine: v1alpha1.EngineNative, GatePods: ptr.To(false), ImmediateClasses: []string{GPUClass},
+		Central: []v1alpha1.CentralDevices{{Driver: GPUDriver, Classes: []string{GPUClass}}, {Driver: TPUDriver, Classes: []string{TPUClass}}},
+	}
+	if err := crc.Create(ctx, stack); err != nil {
+		return fmt.Errorf("create the DRAStack: %w", err)
+	}
+	return nil
+}
+
+// nodeName is the name of the i-th node.
+func nodeName(i int) string { return fmt.Sprintf("scale-%04d", i) }
+
+// createNodes creates the nodes in parallel; the first 16 x Domains are
+// the hosts of the multi-host domains.
+func createNodes(ctx context.Context, cs kubernetes.Interface, cfg Config) (*nodeLabels, error) {
+	out := &nodeLabels{labels: map[string]map[string]string{}}
+	specs := make([]cluster.NodeSpec, cfg.Nodes)
+	for i := range specs {
+		labels := map[string]string{}
+		if d := i / domainHosts; d < cfg.Domains {
+			h := i % domainHosts
+			labels[tpuSelectLabel] = "true"
+			labels[tpuDomainLabel] = "d" + strconv.Itoa(d)
+			labels[tpuCoordsLabel] = fmt.Sprintf("%d.%d", h/domainHostsY, h%domainHostsY)
+		}
+		specs[i] = cluster.NodeSpec{Name: nodeName(i), Labels: labels}
+		out.labels[specs[i].Name] = cluster.NewNode(specs[i]).Labels
+	}
+	err := parallel(ctx, 16, len(specs), func(ctx context.Context, i int) error {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, cluster.NewNode(specs[i]), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create node %s: %w", specs[i].Name, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cfg Config) error {
+	deadline := time.Now().Add(cfg.PhaseTimeout)
+	for {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		ready := 0
+		if err == nil {
+			for i := range list.Items {
+				if cluster.NodeReady(&list.Items[i]) {
+					ready++
+				}
+			}
+			if ready >= cfg.Nodes {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d nodes Ready after %s (last error %v)", ready, cfg.Nodes, cfg.PhaseTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// burst creates cfg.Claims immediate claims for one whole GPU each, as
+// fast as 32 clients can, and waits until each is seen allocated.
+func burst(ctx context.Context, cs kubernetes.Interface, w *watcher, cfg Config, rep *Report) error {
+	created := make([]time.Time, cfg.Claims)
+	begin := time.Now()
+	err := parallel(ctx, 32, cfg.Claims, func(ctx context.Context, i int) error {
+		claim := &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: fmt.Sprintf("burst-%05d", i)},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: GPUClass, Count: 1},
+			}}}},
+		}
+		created[i] = time.Now()
+		if _, err := cs.ResourceV1().ResourceClaims(Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create claim %s: %w", claim.Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	cfg.Logf("burst: %d claims created in %s", cfg.Claims, time.Since(begin).Round(time.Millisecond))
+	deadline := time.Now().Add(cfg.PhaseTimeout)
+	for {
+		w.mu.Lock()
+		n := 0
+		for i := range cfg.Claims {
+			if _, ok := w.allocatedAt[fmt.Sprintf("burst-%05d", i)]; ok {
+				n++
+			}
+		}
+		w.mu.Unlock()
+		if n == cfg.Claims {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("burst: %d of %d claims allocated after %s", n, cfg.Claims, cfg.PhaseTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	w.mu.Lock()
+	lat := make([]time.Duration, cfg.Claims)
+	for i := range cfg.Claims {
+		lat[i] = w.allocatedAt[fmt.Sprintf("burst-%05d", i)].Sub(created[i])
+	}
+	last := w.lastAllocation
+	w.mu.Unlock()
+	slices.Sort(lat)
+	rep.BurstWall = last.Sub(begin)
+	rep.BurstRate = float64(cfg.Claims) / rep.BurstWall.Seconds()
+	rep.BurstP50 = lat[len(lat)*50/100]
+	rep.BurstP99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	rep.BurstMax = lat[len(lat)-1]
+	cfg.Logf("burst: %d claims allocated in %s (%.0f/s), p50 %s p99 %s", cfg.Claims, rep.BurstWall.Round(time.Millisecond),
+		rep.BurstRate, rep.BurstP50.Round(time.Millisecond), rep.BurstP99.Round(time.Millisecond))
+	return nil
+}
+
+// republish labels every node whose index is a multiple of
+// 100/RepublishPercent with sim.GenerationLabel=2: the simulated driver
+// republishes its two pools under generation 2.
+func republish(ctx context.Context, cs kubernetes.Interface, nodes *nodeLabels, cfg Config) (int, error) {
+	step := max(1, 100/cfg.RepublishPercent)
+	var picked []string
+	for i := 0; i < cfg.Nodes; i += step {
+		picked = append(picked, nodeName(i))
+	}
+	nodes.mu.Lock()
+	for _, n := range picked {
+		nodes.labels[n][sim.GenerationLabel] = "2"
+	}
+	nodes.mu.Unlock()
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"2"}}}`, sim.GenerationLabel))
+	err := parallel(ctx, 16, len(picked), func(ctx context.Context, i int) error {
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, picked[i], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("label node %s: %w", picked[i], err)
+		}
+		return nil
+	})
+	return len(picked), err
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first
+// error.
+func parallel(ctx context.Context, workers, n int, f func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(ctx, i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}
+
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return strings.TrimSpace(string(data))
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// RepoDirs returns config/crd/bases and config/default under root.
+func RepoDirs(root string) (crd, deploy string) {
+	return filepath.Join(root, "config", "crd", "bases"), filepath.Join(root, "config", "default")
+}
