@@ -33,6 +33,9 @@ type NodeFit struct {
 	Affinity string
 	// Taints are the taints that keep the plugin off affine nodes.
 	Taints []string
+	// Fit names the nodes that pass every filter: the nodes the
+	// DaemonSet runs the plugin on.
+	Fit []string
 }
 
 // daemonTolerations are the tolerations the DaemonSet controller adds to
@@ -85,7 +88,9 @@ func FitNodes(spec *corev1.PodSpec, nodes []corev1.Node) NodeFit {
 			continue
 		}
 		fit.Tolerated++
+		fit.Fit = append(fit.Fit, n.Name)
 	}
+	slices.Sort(fit.Fit)
 	for t := range taints {
 		fit.Taints = append(fit.Taints, t)
 	}

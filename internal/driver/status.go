@@ -107,7 +107,8 @@ type Observed struct {
 	// the DaemonSet had an earlier template, so a rollout is an upgrade.
 	RevisionNumber int64
 	// NodeFit explains which nodes the plugin can run on; the controller
-	// fills it when the DaemonSet targets no node.
+	// fills it when the DaemonSet targets no node or a rollout is under
+	// way (NodeFit.Fit are then the nodes that must keep serving).
 	NodeFit *NodeFit
 	// Deployments are the driver's controller Deployments found.
 	Deployments []appsv1.Deployment
@@ -345,9 +346,20 @@ func updatedNodes(o Observed) map[string]bool {
 	return out
 }
 
-// servingNodes counts the nodes with a plugin pod, of any revision, that
-// publish ResourceSlices: during an upgrade they keep serving claims.
+// servingNodes counts the nodes the plugin targets that publish
+// ResourceSlices: during an upgrade they keep serving claims, also in the
+// moment between a node's old plugin pod going and its new one coming.
+// Without NodeFit the targeted nodes are those with a plugin pod.
 func servingNodes(o Observed) int {
+	if o.NodeFit != nil && len(o.NodeFit.Fit) > 0 {
+		n := 0
+		for _, node := range o.NodeFit.Fit {
+			if o.PublishingNodes[node] {
+				n++
+			}
+		}
+		return n
+	}
 	nodes := map[string]bool{}
 	for i := range o.Pods {
 		p := &o.Pods[i]

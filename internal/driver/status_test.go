@@ -159,6 +159,21 @@ func TestAssess(t *testing.T) {
 			o.RevisionCreated = statusNow.Add(-30 * time.Second)
 			o.PublishingNodes = map[string]bool{"n2": true}
 		}, reason: ReasonRollingOut, prog: true, mention: []string{"0/2 nodes updated to v0.2.0", "waiting on node n1"}},
+		{name: "an upgrade between a node's old pod going and its new one coming still serves", o: func(o *Observed) {
+			o.DaemonSet = daemonSet(2, 0, 1)
+			o.RevisionNumber = 2
+			o.Pods = []corev1.Pod{pluginPod("n2", "rev1", time.Hour)}
+			o.RevisionCreated = statusNow.Add(-5 * time.Second)
+			o.NodeFit = &NodeFit{Fit: []string{"n1", "n2"}}
+		}, reason: ReasonRollingOut, ready: true, prog: true, mention: []string{"0/2 nodes updated"}},
+		{name: "an upgrade during which a targeted node stops publishing is not ready", o: func(o *Observed) {
+			o.DaemonSet = daemonSet(2, 0, 1)
+			o.RevisionNumber = 2
+			o.Pods = []corev1.Pod{pluginPod("n2", "rev1", time.Hour)}
+			o.RevisionCreated = statusNow.Add(-5 * time.Second)
+			o.NodeFit = &NodeFit{Fit: []string{"n1", "n2"}}
+			o.PublishingNodes = map[string]bool{"n2": true, "elsewhere": true}
+		}, reason: ReasonRollingOut, prog: true},
 		{name: "the tail of an upgrade (no old pod left) still serves", o: func(o *Observed) {
 			o.DaemonSet = daemonSet(2, 2, 1)
 			o.RevisionNumber = 2

@@ -112,8 +112,13 @@ func (r *Reconciler) observe(ctx context.Context, st *v1alpha1.DRAStack, d *decl
 		}
 		// A DaemonSet the controller has seen that targets no node: say
 		// which of the node selector, the profile's node affinity or the
-		// taints leaves none.
-		if ds := o.DaemonSet; ds.Status.ObservedGeneration >= ds.Generation && ds.Status.DesiredNumberScheduled == 0 {
+		// taints leaves none. During a rollout: the nodes that must keep
+		// publishing for the driver to stay Ready. Nodes are cached; they
+		// are listed only then.
+		ds := o.DaemonSet
+		seen := ds.Status.ObservedGeneration >= ds.Generation
+		rolling := !seen || ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled || ds.Status.NumberAvailable < ds.Status.DesiredNumberScheduled
+		if (seen && ds.Status.DesiredNumberScheduled == 0) || rolling {
 			nodes := &corev1.NodeList{}
 			if err := r.Client.List(ctx, nodes); err != nil {
 				return o, fmt.Errorf("list nodes for driver %s: %w", d.spec.Name, err)
