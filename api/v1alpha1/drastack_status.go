@@ -36,9 +36,9 @@ type DRAStackStatus struct {
 	// conditions: Ready, SpecValid, ClusterCompatible, DriversReady,
 	// PoolsHealthy, ClaimsReady, Progressing, Degraded.
 	// Ready is True only when SpecValid and ClusterCompatible are True,
-	// DriversReady is True (and, while spec.drivers is not empty, reported
-	// for the current generation), ClaimsReady is not False and Degraded is
-	// not True; otherwise its reason and message are those of the first
+	// DriversReady is True and reported for every driver of spec.drivers
+	// (so never before a new driver is installed), ClaimsReady is not False
+	// and Degraded is not True; otherwise its reason and message are those of the first
 	// condition that holds it back. PoolsHealthy does not count: a broken
 	// pool is the vendor's data plane, not the operator.
 	// SpecValid is False when the spec has values the operator cannot act on.
