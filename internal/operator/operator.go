@@ -109,6 +109,40 @@ type Options struct {
 	// ClaimStatusInterval is how often the DRAStack's claim status is
 	// refreshed; default claimsctrl.DefaultStatusInterval.
 	ClaimStatusInterval time.Duration
+	// KubeAPIQPS and KubeAPIBurst limit the operator's requests to the API
+	// server on the client side; default DefaultKubeAPIQPS and
+	// DefaultKubeAPIBurst, whatever the rest config says. A negative QPS
+	// turns the client-side limit off (API Priority and Fairness still
+	// applies on the server).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+}
+
+// Client-side rate limits of the operator. Each allocation costs up to
+// three requests (finalizer, status, Event) and a pod's placement one
+// more (its gate): controller-runtime's own default of 20 per second
+// would cap a burst at about seven claims a second. kube-scheduler, which
+// writes the same objects, uses 50 and 100; the operator also validates
+// pools and installs drivers beside it.
+const (
+	DefaultKubeAPIQPS   = 100
+	DefaultKubeAPIBurst = 200
+)
+
+// rateLimited returns a copy of cfg with the options' client-side limits.
+func rateLimited(cfg *rest.Config, o Options) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.QPS, out.Burst = DefaultKubeAPIQPS, DefaultKubeAPIBurst
+	if o.KubeAPIQPS != 0 {
+		out.QPS = o.KubeAPIQPS
+	}
+	if o.KubeAPIBurst > 0 {
+		out.Burst = o.KubeAPIBurst
+	}
+	if out.QPS < 0 {
+		out.QPS = -1
+	}
+	return out
 }
 
 // Scheme returns a scheme with the Kubernetes and drastack types.
@@ -122,6 +156,7 @@ func Scheme() *runtime.Scheme {
 // New creates the manager with every controller registered. Start it with
 // mgr.Start(ctx).
 func New(cfg *rest.Config, o Options) (manager.Manager, error) {
+	cfg = rateLimited(cfg, o)
 	shutdown := o.ShutdownTimeout
 	if shutdown == 0 {
 		shutdown = 30 * time.Second

@@ -97,7 +97,7 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 	if !ok {
 		return ctrl.Result{}, fmt.Errorf("no allocation engine %q", cfg.Engine)
 	}
-	r.claims.markWaiting(key, claim.CreationTimestamp.Time)
+	r.claims.markWaiting(key, claim.CreationTimestamp.Time, r.now())
 	var (
 		result  allocator.Result
 		outcome claimpolicy.Outcome
@@ -129,7 +129,7 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 	if err != nil || written == nil {
 		return r.afterFailedWrite(ctx, claim, engine.Name(), err)
 	}
-	allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.claims.waitingSince(key, claim.CreationTimestamp.Time)).Seconds())
+	allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.claims.seenSince(key, r.now())).Seconds())
 	r.forgetClaim(key)
 	log.FromContext(ctx).V(1).Info("Allocated claim", "claim", key, "engine", engine.Name(), "node", result.Node, "devices", len(result.Allocation.Devices.Results))
 	r.event(written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine%s: %s",

@@ -25,6 +25,10 @@ type book struct {
 	// since is when each object was seen to need work, for the latency
 	// metric and for fairness (longest waiting first).
 	since map[types.NamespacedName]time.Time
+	// seen is when this process first saw each of them need work, at
+	// full precision (creation timestamps have whole seconds): the start
+	// of the allocation latency metric.
+	seen map[types.NamespacedName]time.Time
 }
 
 // failure is the last failed attempt of one claim or pod.
@@ -34,7 +38,7 @@ type failure struct {
 }
 
 func newBook() *book {
-	return &book{failures: map[types.NamespacedName]failure{}, since: map[types.NamespacedName]time.Time{}}
+	return &book{failures: map[types.NamespacedName]failure{}, since: map[types.NamespacedName]time.Time{}, seen: map[types.NamespacedName]time.Time{}}
 }
 
 func (b *book) failureOf(key types.NamespacedName) (failure, bool) {
@@ -60,6 +64,7 @@ func (b *book) forget(key types.NamespacedName) {
 	defer b.mu.Unlock()
 	delete(b.failures, key)
 	delete(b.since, key)
+	delete(b.seen, key)
 }
 
 // clearOutcomes forgets the outcomes (not the waiting times), after a
@@ -71,12 +76,25 @@ func (b *book) clearOutcomes() {
 }
 
 // markWaiting records when an object started to wait, once.
-func (b *book) markWaiting(key types.NamespacedName, at time.Time) {
+// at is when it was created (or deallocated), now when this process sees
+// that.
+func (b *book) markWaiting(key types.NamespacedName, at, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.since[key]; !ok {
 		b.since[key] = at
+		b.seen[key] = now
 	}
+}
+
+// seenSince is when this process first saw the object wait, or fallback.
+func (b *book) seenSince(key types.NamespacedName, fallback time.Time) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t, ok := b.seen[key]; ok {
+		return t
+	}
+	return fallback
 }
 
 // waitingSince is when the object started to wait, or fallback.
@@ -93,7 +111,7 @@ func (b *book) waitingSince(key types.NamespacedName, fallback time.Time) time.T
 func (b *book) size() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return max(len(b.failures), len(b.since))
+	return max(len(b.failures), len(b.since), len(b.seen))
 }
 
 // retriable lists the objects a change of the cluster may help, longest

@@ -157,8 +157,8 @@ func TestStateStaysFlatUnderChurn(t *testing.T) {
 				// The claim loop waits for the claim, and a pod of the same
 				// name waits for a placement; every fourth of each fails
 				// once. The books forget them only when they go.
-				r.claims.markWaiting(key, now)
-				r.pods.markWaiting(key, now)
+				r.claims.markWaiting(key, now, now)
+				r.pods.markWaiting(key, now, now)
 				if i%4 == 0 {
 					r.claims.record(key, failure{outcome: claimpolicy.OutcomeUnsatisfiable, message: "busy"})
 					r.pods.record(key, failure{outcome: claimpolicy.OutcomeUnsatisfiable, message: "no node"})

@@ -17,7 +17,7 @@ var (
 	}, []string{"engine", "result"})
 	allocationLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "drastack_claim_allocation_latency_seconds",
-		Help: "Time from a claim needing allocation (its creation, or its deallocation) to its allocation being written, by engine.",
+		Help: "Time from the operator first seeing a claim that needs allocation (new, or deallocated) to its allocation being written, by engine; for a pod's claims, from first seeing the pod. Restarts start the clock again.",
 		// Milliseconds when the controller keeps up; minutes when claims
 		// wait for devices.
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},

@@ -169,7 +169,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 	if !ok {
 		return ctrl.Result{}, fmt.Errorf("no allocation engine %q", cfg.Engine)
 	}
-	r.pods.markWaiting(key, pod.CreationTimestamp.Time)
+	r.pods.markWaiting(key, pod.CreationTimestamp.Time, r.now())
 	candidates, nodeReasons, total, err := p.candidates(ctx, pod, pc.pinned)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -262,7 +262,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 			return r.afterFailedWrite(ctx, c, engine.Name(), err)
 		}
 		allocationsTotal.WithLabelValues(engine.Name(), string(claimpolicy.OutcomeAllocated)).Inc()
-		allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.pods.waitingSince(key, c.CreationTimestamp.Time)).Seconds())
+		allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.pods.seenSince(key, r.now())).Seconds())
 		r.claims.forget(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
 		r.event(written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine for pod %s on node %s: %s",
 			engine.Name(), pod.Name, node, deviceList(chosen[i].Allocation))

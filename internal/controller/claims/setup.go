@@ -246,6 +246,7 @@ func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Cont
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*resourceapi.ResourceClaim], q queue) {
 			if note {
 				r.snap.noteClaim(nil, e.Object)
+				r.noteWaiting(e.Object)
 			}
 			add(ctx, e.Object, q)
 		},
@@ -256,6 +257,7 @@ func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Cont
 			}
 			if note {
 				r.snap.noteClaim(old, cur)
+				r.noteWaiting(cur)
 			}
 			if old.Status.Allocation != nil && cur.Status.Allocation == nil {
 				retrigger(b, q, changeDevices)
@@ -273,6 +275,15 @@ func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Cont
 			}
 			add(ctx, c, q)
 		},
+	}
+}
+
+// noteWaiting starts the latency clock of an immediate claim that needs
+// an allocation when it reaches the operator, before it waits in the
+// queue; the claim's reconcile, or its deletion, ends the entry.
+func (r *Reconciler) noteWaiting(c *resourceapi.ResourceClaim) {
+	if c.Status.Allocation == nil && c.DeletionTimestamp == nil && claimpolicy.IsImmediate(r.cfg.get(), c) {
+		r.claims.markWaiting(request(c).NamespacedName, c.CreationTimestamp.Time, r.now())
 	}
 }
 
