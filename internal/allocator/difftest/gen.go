@@ -483,11 +483,20 @@ func (g *gen) memoryPolicy() *resourceapi.CapacityRequestPolicy {
 }
 
 // corePolicy is a random request policy for a count of cores, sometimes
-// with fractional requests rounded up to whole steps.
+// with fractional requests rounded up to whole steps, and sometimes a
+// fractional range (DRAFractionalCapacityRange: milli-unit arithmetic with
+// the gate, whole units without).
 func (g *gen) corePolicy() *resourceapi.CapacityRequestPolicy {
-	switch g.r.IntN(3) {
+	milli := func(v int64) *resource.Quantity { return resource.NewMilliQuantity(v, resource.DecimalSI) }
+	switch g.r.IntN(5) {
 	case 0:
 		return nil
+	case 3:
+		return &resourceapi.CapacityRequestPolicy{Default: milli(500), ValidRange: &resourceapi.CapacityRequestPolicyRange{
+			Min: milli(500), Step: milli(250)}}
+	case 4:
+		return &resourceapi.CapacityRequestPolicy{Default: milli(100), ValidRange: &resourceapi.CapacityRequestPolicyRange{
+			Min: milli(100), Max: milli(4000), Step: milli(100)}}
 	case 1:
 		return &resourceapi.CapacityRequestPolicy{Default: resource.NewQuantity(1, resource.DecimalSI), ValidRange: &resourceapi.CapacityRequestPolicyRange{
 			Min: resource.NewQuantity(1, resource.DecimalSI), Step: resource.NewQuantity(1, resource.DecimalSI)}}
@@ -509,7 +518,8 @@ func (g *gen) capacityRequests() *resourceapi.CapacityRequirements {
 			req["memory"] = []resource.Quantity{resource.MustParse("512Mi"), resource.MustParse("1Gi"), resource.MustParse("1500Mi"),
 				resource.MustParse("2Gi"), resource.MustParse("3Gi"), resource.MustParse("5Gi"), resource.MustParse("100Gi")}[g.r.IntN(7)]
 		case 3, 4:
-			req["cores"] = []resource.Quantity{resource.MustParse("500m"), resource.MustParse("1"), resource.MustParse("1500m"), resource.MustParse("3")}[g.r.IntN(4)]
+			req["cores"] = []resource.Quantity{resource.MustParse("500m"), resource.MustParse("1"), resource.MustParse("1500m"), resource.MustParse("3"),
+				resource.MustParse("750m"), resource.MustParse("1100m"), resource.MustParse("1n")}[g.r.IntN(7)]
 		case 5, 6:
 			req["bandwidth"] = []resource.Quantity{resource.MustParse("5G"), resource.MustParse("25G"), resource.MustParse("40G"), resource.MustParse("60G")}[g.r.IntN(4)]
 		default:

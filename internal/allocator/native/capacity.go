@@ -89,7 +89,10 @@ var errNegativeCapacity = errors.New("capacity value is negative")
 
 // fitCapacity computes the fit of a request (requests nil: none) on a
 // device with capacities caps.
-func fitCapacity(requests map[resourceapi.QualifiedName]resource.Quantity, caps []devCap) *capFit {
+//
+// frac is DRAFractionalCapacityRange: range arithmetic in milli-units
+// where the range allows it (useMilli).
+func fitCapacity(requests map[resourceapi.QualifiedName]resource.Quantity, caps []devCap, frac bool) *capFit {
 	if len(caps) == 0 && len(requests) == 0 {
 		return fitAlways
 	}
@@ -106,7 +109,7 @@ func fitCapacity(requests map[resourceapi.QualifiedName]resource.Quantity, caps 
 		if q, ok := requests[caps[k].name]; ok {
 			req = &q
 		}
-		v, err := consumed(req, caps[k])
+		v, err := consumed(req, caps[k], frac)
 		if err == nil && v.Sign() < 0 {
 			err = errNegativeCapacity
 		}
@@ -116,7 +119,7 @@ func fitCapacity(requests map[resourceapi.QualifiedName]resource.Quantity, caps 
 		f.consumed[k] = v
 	}
 	for k := range caps {
-		if violatesPolicy(f.consumed[k], caps[k].policy) || f.consumed[k].Cmp(caps[k].value) > 0 {
+		if violatesPolicy(f.consumed[k], caps[k].policy, frac) || f.consumed[k].Cmp(caps[k].value) > 0 {
 			f.ok = false
 		}
 	}
@@ -126,7 +129,7 @@ func fitCapacity(requests map[resourceapi.QualifiedName]resource.Quantity, caps 
 // consumed is what a request (nil: none) takes of capacity c: without a
 // request the policy's default, or the whole capacity; with one, the
 // request rounded up as the policy says.
-func consumed(req *resource.Quantity, c devCap) (resource.Quantity, error) {
+func consumed(req *resource.Quantity, c devCap, frac bool) (resource.Quantity, error) {
 	p := c.policy
 	if req == nil {
 		if p != nil && p.Default != nil {
@@ -138,7 +141,7 @@ func consumed(req *resource.Quantity, c devCap) (resource.Quantity, error) {
 	case p == nil:
 		return req.DeepCopy(), nil
 	case p.ValidRange != nil && p.ValidRange.Min != nil:
-		return roundUpToRange(*req, p.ValidRange)
+		return roundUpToRange(*req, p.ValidRange, frac)
 	case p.ValidValues != nil:
 		for _, v := range p.ValidValues {
 			if req.Cmp(v) <= 0 {
@@ -152,13 +155,34 @@ func consumed(req *resource.Quantity, c devCap) (resource.Quantity, error) {
 // roundUpToRange rounds req up to the range: at least min, and with a step
 // to min plus a whole number of steps. With a step, the arithmetic is on
 // whole units rounded up (Quantity.Value), as kube-scheduler's is without
-// fractional capacity ranges.
-func roundUpToRange(req resource.Quantity, r *resourceapi.CapacityRequestPolicyRange) (resource.Quantity, error) {
+// fractional capacity ranges; with them (frac) it is on milli-units when
+// the range allows (useMilli), and a request that is not a whole number of
+// milli-units cannot be represented then.
+func roundUpToRange(req resource.Quantity, r *resourceapi.CapacityRequestPolicyRange, frac bool) (resource.Quantity, error) {
 	if req.Cmp(*r.Min) < 0 {
 		return r.Min.DeepCopy(), nil
 	}
 	if r.Step == nil {
 		return req.DeepCopy(), nil
+	}
+	if useMilli(r, frac) {
+		value, ok := milliValue(req)
+		if !ok {
+			return resource.Quantity{}, fmt.Errorf("%w: request %s is not a representable milli value", errNotRepresentable, req.String())
+		}
+		step, lowest := r.Step.MilliValue(), r.Min.MilliValue()
+		steps := (value - lowest) / step
+		if (value-lowest)%step != 0 {
+			steps++
+		}
+		if steps > (math.MaxInt64-lowest)/step {
+			return resource.Quantity{}, fmt.Errorf("%w: rounding request %s up to the next step passes the milli-value range", errNotRepresentable, req.String())
+		}
+		v := lowest + step*steps
+		if v%1000 == 0 {
+			return *resource.NewQuantity(v/1000, r.Step.Format), nil
+		}
+		return *resource.NewMilliQuantity(v, r.Step.Format), nil
 	}
 	if req.CmpInt64(math.MaxInt64) > 0 {
 		return resource.Quantity{}, fmt.Errorf("%w: request %s exceeds MaxInt64", errNotRepresentable, req.String())
@@ -181,7 +205,7 @@ func roundUpToRange(req resource.Quantity, r *resourceapi.CapacityRequestPolicyR
 // is always allowed. (kube-scheduler compares with the default as a Go
 // value, which can only differ from this numeric comparison for a default
 // the range or list does not allow, which API validation rejects.)
-func violatesPolicy(v resource.Quantity, p *resourceapi.CapacityRequestPolicy) bool {
+func violatesPolicy(v resource.Quantity, p *resourceapi.CapacityRequestPolicy, frac bool) bool {
 	switch {
 	case p == nil:
 		return false
@@ -191,6 +215,17 @@ func violatesPolicy(v resource.Quantity, p *resourceapi.CapacityRequestPolicy) b
 		r := p.ValidRange
 		if r.Max != nil && v.Cmp(*r.Max) > 0 {
 			return true
+		}
+		if r.Step != nil && useMilli(r, frac) {
+			value, ok := milliValue(v)
+			if !ok {
+				return true
+			}
+			lowest := int64(0)
+			if r.Min != nil {
+				lowest = r.Min.MilliValue()
+			}
+			return (value-lowest)%r.Step.MilliValue() != 0
 		}
 		if r.Step != nil {
 			lowest := int64(0)
@@ -206,6 +241,34 @@ func violatesPolicy(v resource.Quantity, p *resourceapi.CapacityRequestPolicy) b
 	return false
 }
 
+// useMilli reports whether range arithmetic is on milli-units: with
+// DRAFractionalCapacityRange (frac), when min, max and step are each a
+// whole number of milli-units that fits an int64 and the step is at least
+// 1m, as kube-scheduler decides.
+func useMilli(r *resourceapi.CapacityRequestPolicyRange, frac bool) bool {
+	if !frac {
+		return false
+	}
+	for _, q := range []*resource.Quantity{r.Min, r.Max, r.Step} {
+		if q == nil {
+			continue
+		}
+		if _, ok := milliValue(*q); !ok {
+			return false
+		}
+	}
+	if r.Step != nil && r.Step.MilliValue() < 1 {
+		return false
+	}
+	return true
+}
+
+// milliValue is q in milli-units when that is exact.
+func milliValue(q resource.Quantity) (int64, bool) {
+	m := q.MilliValue()
+	return m, q.Cmp(*resource.NewMilliQuantity(m, q.Format)) == 0
+}
+
 // fit returns the fit of alternative sb on device d, computed once per
 // plan (or, without capacity requests, once per session).
 func (s *Session) fit(sb *sub, d int32) *capFit {
@@ -217,14 +280,14 @@ func (s *Session) fit(sb *sub, d int32) *capFit {
 		if f := s.defaultFits[d]; f != nil {
 			return f
 		}
-		f := fitCapacity(nil, dev.caps)
+		f := fitCapacity(nil, dev.caps, s.f.FractionalCapacityRange)
 		s.defaultFits[d] = f
 		return f
 	}
 	if f, ok := sb.fits[dev.capsID]; ok {
 		return f
 	}
-	f := fitCapacity(sb.capacity, dev.caps)
+	f := fitCapacity(sb.capacity, dev.caps, s.f.FractionalCapacityRange)
 	sb.fits[dev.capsID] = f
 	return f
 }

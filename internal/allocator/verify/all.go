@@ -87,7 +87,7 @@ func (k *check) allMatching(req *request, n *corev1.Node) ([]string, string) {
 			if ok, _ := selectorsMatch(req.selectors, p.Driver, d); !ok {
 				continue
 			}
-			if !couldServe(req, d.Device) {
+			if !couldServe(req, d.Device, k.features.FractionalCapacityRange) {
 				// kube-scheduler leaves out devices whose capacities could
 				// not serve the request even unused (KEP-5075).
 				continue

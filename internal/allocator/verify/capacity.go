@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"math"
 	"math/big"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -11,7 +12,9 @@ import (
 // Consumable capacity (KEP-5075), re-derived on purpose without the native
 // engine's code: every quantity becomes an exact rational (math/big), and a
 // request policy's step arithmetic is done on whole units rounded up, as
-// kube-scheduler does without fractional capacity ranges.
+// kube-scheduler does without fractional capacity ranges, and exactly with
+// them (DRAFractionalCapacityRange) when every bound of the range is a
+// whole number of milli-units and the step at least 1m.
 
 func isShared(d *resourceapi.Device) bool { return ptr.Deref(d.AllowMultipleAllocations, false) }
 
@@ -45,13 +48,13 @@ func ceil(r *big.Rat) *big.Int {
 
 // wantConsumed is what request req (nil: none) consumes of capacity c, and
 // whether the capacity's policy allows it.
-func wantConsumed(req *resource.Quantity, c resourceapi.DeviceCapacity) (*big.Rat, bool) {
+func wantConsumed(req *resource.Quantity, c resourceapi.DeviceCapacity, frac bool) (*big.Rat, bool) {
 	p := c.RequestPolicy
 	if req == nil {
 		if p != nil && p.Default != nil {
 			return rat(*p.Default), true
 		}
-		return rat(c.Value), allowed(rat(c.Value), p)
+		return rat(c.Value), allowed(rat(c.Value), p, frac)
 	}
 	v := rat(*req)
 	switch {
@@ -61,6 +64,11 @@ func wantConsumed(req *resource.Quantity, c resourceapi.DeviceCapacity) (*big.Ra
 		switch {
 		case v.Cmp(lo) < 0:
 			v = lo
+		case p.ValidRange.Step != nil && milliRange(p.ValidRange, frac):
+			// lo + n*step for the smallest whole n, exactly.
+			step := rat(*p.ValidRange.Step)
+			n := ceil(new(big.Rat).Quo(new(big.Rat).Sub(v, lo), step))
+			v = new(big.Rat).Add(lo, new(big.Rat).Mul(new(big.Rat).SetInt(n), step))
 		case p.ValidRange.Step != nil:
 			// lo + n*step for the smallest whole n, in whole units.
 			lowest, step := ceil(lo), ceil(rat(*p.ValidRange.Step))
@@ -79,11 +87,31 @@ func wantConsumed(req *resource.Quantity, c resourceapi.DeviceCapacity) (*big.Ra
 	if p != nil && p.Default != nil && v.Cmp(rat(*p.Default)) == 0 {
 		return v, true
 	}
-	return v, allowed(v, p)
+	return v, allowed(v, p, frac)
+}
+
+// milliRange reports whether a range's arithmetic is exact: with the gate
+// (frac), when min, max and step are whole numbers of milli-units within
+// int64 and the step is at least 1m.
+func milliRange(r *resourceapi.CapacityRequestPolicyRange, frac bool) bool {
+	if !frac {
+		return false
+	}
+	limit := new(big.Rat).SetInt64(math.MaxInt64)
+	for _, q := range []*resource.Quantity{r.Min, r.Max, r.Step} {
+		if q == nil {
+			continue
+		}
+		m := new(big.Rat).Mul(rat(*q), big.NewRat(1000, 1))
+		if !m.IsInt() || new(big.Rat).Abs(m).Cmp(limit) > 0 {
+			return false
+		}
+	}
+	return r.Step == nil || rat(*r.Step).Cmp(big.NewRat(1, 1000)) >= 0
 }
 
 // allowed reports whether policy p allows consuming v.
-func allowed(v *big.Rat, p *resourceapi.CapacityRequestPolicy) bool {
+func allowed(v *big.Rat, p *resourceapi.CapacityRequestPolicy, frac bool) bool {
 	switch {
 	case p == nil:
 		return true
@@ -91,6 +119,9 @@ func allowed(v *big.Rat, p *resourceapi.CapacityRequestPolicy) bool {
 		r := p.ValidRange
 		if r.Max != nil && v.Cmp(rat(*r.Max)) > 0 {
 			return false
+		}
+		if r.Step != nil && r.Min != nil && milliRange(r, frac) {
+			return new(big.Rat).Quo(new(big.Rat).Sub(v, rat(*r.Min)), rat(*r.Step)).IsInt()
 		}
 		if r.Step != nil && r.Min != nil {
 			off := new(big.Int).Sub(ceil(v), ceil(rat(*r.Min)))
@@ -141,7 +172,7 @@ func (k *check) checkCapacity() {
 			if q, ok := requests[name]; ok {
 				req = &q
 			}
-			v, ok := wantConsumed(req, c)
+			v, ok := wantConsumed(req, c, k.features.FractionalCapacityRange)
 			if !ok {
 				k.fail(RuleCapacity, id, "request %q consumes %s of capacity %s, which its request policy does not allow", res.req.name, v.RatString(), name)
 			}
@@ -219,7 +250,7 @@ func addTo(m map[resourceapi.QualifiedName]*big.Rat, name resourceapi.QualifiedN
 // couldServe reports whether device d, unused, could serve request req as
 // far as capacities go: it has every capacity the request names, and each
 // consumption is allowed by the policy and within the capacity.
-func couldServe(req *request, d *resourceapi.Device) bool {
+func couldServe(req *request, d *resourceapi.Device, frac bool) bool {
 	var requests map[resourceapi.QualifiedName]resource.Quantity
 	if req.capacity != nil {
 		requests = req.capacity.Requests
@@ -234,7 +265,7 @@ func couldServe(req *request, d *resourceapi.Device) bool {
 		if v, ok := requests[name]; ok {
 			q = &v
 		}
-		v, ok := wantConsumed(q, c)
+		v, ok := wantConsumed(q, c, frac)
 		if !ok || v.Cmp(rat(c.Value)) > 0 {
 			return false
 		}
