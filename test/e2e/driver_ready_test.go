@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,7 +70,7 @@ type rdySeen struct {
 	ready                       metav1.ConditionStatus
 	reason                      string
 	nodesReady, nodesPublishing int32
-	driverReady                 bool
+	driverReady, progressing    bool
 }
 
 // rdyWatch records every version of the DRAStack the API server sends.
@@ -111,6 +112,7 @@ func rdyStartWatch(ctx context.Context, t *testing.T, c *cluster.Cluster) *rdyWa
 				if c := meta.FindStatusCondition(st.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 					s.ready, s.reason = c.Status, c.Reason
 				}
+				s.progressing = meta.IsStatusConditionTrue(st.Status.Conditions, v1alpha1.ConditionProgressing)
 				if d := drvStatus(st, rdyDriver); d != nil {
 					s.nodesReady, s.nodesPublishing, s.driverReady = d.NodesReady, d.NodesPublishing, d.Ready
 				}
@@ -224,6 +226,47 @@ func TestDriverReadiness(t *testing.T) {
 			if n, notes := rdyEventCount(ctx, t, c, "StackReady", "Ready is True"); n != 1 {
 				t.Errorf("%d Ready-is-True Events for one transition, want 1:\n%s", n, strings.Join(notes, "\n"))
 			}
+			return ctx
+		}).
+		Assess("a routine upgrade that keeps every node publishing is Progressing, never un-Ready", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c := mustCluster(ctx, t)
+			begin := time.Now()
+			env := corev1.EnvVar{Name: "E2E_ROUTINE_UPGRADE", Value: "1"}
+			drvSetDrivers(ctx, t, crc, rdySpec(func(d *v1alpha1.DriverSpec) { d.Env = []corev1.EnvVar{env} }))
+			err := wait.PollUntilContextTimeout(ctx, pollInterval, drvTimeout, true, func(ctx context.Context) (bool, error) {
+				pods := drvPluginPods(ctx, t, c, drvOpsNS, rdyDriver)
+				if len(pods) != 2 {
+					return false, nil
+				}
+				for _, p := range pods {
+					if p.Status.Phase != corev1.PodRunning || !slices.Contains(p.Spec.Containers[0].Env, env) {
+						return false, nil
+					}
+				}
+				return true, nil
+			})
+			if err != nil {
+				t.Fatalf("the new plugin never ran on both nodes: %v", err)
+			}
+			drvWaitStack(ctx, t, crc, "the upgrade complete: not Progressing, 2 nodes updated", func(st *v1alpha1.DRAStack) bool {
+				d := drvStatus(st, rdyDriver)
+				prog, _, _ := drvCondition(st, v1alpha1.ConditionProgressing)
+				return d != nil && d.Ready && d.NodesUpdated == 2 && prog == metav1.ConditionFalse
+			})
+			end := time.Now()
+			progressing := 0
+			for _, s := range watch.all() {
+				if s.at.Before(begin) {
+					continue
+				}
+				if s.progressing {
+					progressing++
+				}
+				if s.ready != metav1.ConditionTrue || !s.driverReady {
+					t.Errorf("during the upgrade Ready was %s (%s), the driver ready=%v, at %s", s.ready, s.reason, s.driverReady, s.at.Format(time.RFC3339Nano))
+				}
+			}
+			t.Logf("timing: upgrade took %s; the watch saw %d versions with Progressing True", end.Sub(begin).Round(10*time.Millisecond), progressing)
 			return ctx
 		}).
 		Assess("a plugin no node has room for: the scheduler's reason per node, then RolloutStalled after the spec's limit, one Event", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
