@@ -270,11 +270,13 @@ func assessRollout(o Observed, s Settings, failures []PodFailure, add func(strin
 	upgrade := o.RevisionNumber > 1 || oldPluginPods(o) > 0
 	serving := upgrade && len(failures) == 0 && desired > 0 && servingNodes(o) >= int(desired)
 	if ds.Status.ObservedGeneration < ds.Generation {
-		msg := "the DaemonSet controller has not seen the new plugin spec yet"
-		if serving {
-			addServing(ReasonRollingOut, msg)
-		} else {
-			add(ReasonRollingOut, msg, false)
+		switch {
+		case serving:
+			addServing(ReasonRollingOut, "the DaemonSet controller has not seen the new plugin spec yet")
+		case upgrade:
+			add(ReasonRollingOut, "the DaemonSet controller has not seen the new plugin spec yet", false)
+		default:
+			add(ReasonInstalling, "the DaemonSet controller has not picked up the plugin yet", false)
 		}
 		return
 	}

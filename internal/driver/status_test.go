@@ -146,8 +146,13 @@ func TestAssess(t *testing.T) {
 			o.PublishingNodes = map[string]bool{"n1": true}
 		}, reason: ReasonRolloutStalled, prog: true, degraded: true, mention: []string{"the rollout is stalled", "longer than the 5m0s limit",
 			"node n2 (Unschedulable: 0/2 nodes are available: 1 Insufficient cpu.)"}},
-		{name: "DaemonSet controller behind the spec", o: func(o *Observed) { o.DaemonSet.Generation = 4 },
-			reason: ReasonRollingOut, prog: true},
+		{name: "DaemonSet controller behind the spec of an upgrade; every node publishes", o: func(o *Observed) { o.DaemonSet.Generation = 4; o.RevisionNumber = 2 },
+			reason: ReasonRollingOut, ready: true, prog: true},
+		{name: "DaemonSet controller behind a new install", o: func(o *Observed) {
+			o.DaemonSet = daemonSet(0, 0, 0)
+			o.DaemonSet.Status.ObservedGeneration = 0
+			o.Pods, o.CurrentRevision = nil, ""
+		}, reason: ReasonInstalling, prog: true, mention: []string{"has not picked up the plugin"}},
 		{name: "rollout under way", o: func(o *Observed) {
 			o.DaemonSet = daemonSet(2, 1, 1)
 			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -20*time.Second), pluginPod("n2", "rev1", time.Hour)}
