@@ -122,6 +122,36 @@ if [ -f "$ROOT/config/samples/demo-claims.yaml" ]; then
   echo "\$ kubectl get pod -n demo-claims -o wide"
   "$KUBECTL" get pod -n demo-claims -o wide
   echo
+  # A claim that cannot be allocated: the whole 4x4 TPU slice, while
+  # tpu-2x4 holds half of its chips. The operator's Unsatisfiable Event
+  # and kubectl dra explain name the obstacle.
+  "$KUBECTL" apply --server-side -f - >/dev/null <<'YAML'
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: tpu-4x4
+  namespace: demo-claims
+  labels:
+    resource.drastack.io/allocation: Immediate
+spec:
+  devices:
+    requests:
+    - name: slice
+      exactly:
+        deviceClassName: tpu.sim.drastack.io
+        selectors:
+        - cel:
+            expression: device.attributes["tpu.sim.drastack.io"].shape == "4x4"
+YAML
+  wait_for "the operator's Unsatisfiable Event on claim tpu-4x4" 30 bash -c \
+    "'$KUBECTL' get events -n demo-claims --field-selector reason=Unsatisfiable,involvedObject.name=tpu-4x4 -o name | grep -q ."
+  echo "\$ kubectl apply -f tpu-4x4.yaml   # an immediate claim for the whole 4x4 TPU slice, while tpu-2x4 holds half of it"
+  echo "\$ kubectl dra explain claim/tpu-4x4 -n demo-claims   # why it is pending, from the engine itself"
+  "$BIN/kubectl-dra" explain claim/tpu-4x4 -n demo-claims --kubeconfig "$KUBECONFIG" || true
+  echo
+  echo "\$ kubectl get events -n demo-claims --field-selector reason=Unsatisfiable,involvedObject.name=tpu-4x4   # the operator's Event carries the same verdict"
+  "$KUBECTL" get events -n demo-claims --field-selector reason=Unsatisfiable,involvedObject.name=tpu-4x4 -o custom-columns='CLAIM:.involvedObject.name,NOTE:.message' || true
+  echo
 fi
 echo "\$ kubectl get drastack default -o jsonpath='{.status.cluster}'"
 "$KUBECTL" get drastack default -o jsonpath='{.status.cluster}'; echo
