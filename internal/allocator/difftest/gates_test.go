@@ -155,6 +155,45 @@ func TestFeatureGates(t *testing.T) {
 		claim: regClaim([]resourceapi.DeviceRequest{regRequest("r0", 2)},
 			resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(pcieRoot))}),
 		on: Allocated, off: Unsatisfiable,
+	}, {
+		// index % 2 is 0 for a and c, 1 for b: only {a, c} match.
+		name:   "a derived attribute matches devices whose own attributes differ",
+		gate:   "DRADerivedAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, indexDev("a", 0), indexDev("b", 1), indexDev("c", 2))},
+		claim: regClaim([]resourceapi.DeviceRequest{derivedRequest("r0", 2, "derived/parity", `device.attributes["gpu.example.com"].index % 2`)},
+			resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("derived/parity"))}),
+		on: Allocated, off: Invalid,
+	}, {
+		// The derived attribute shadows "index": all three are distinct
+		// by index but not by the derived value, so no two fit.
+		name:   "a derived attribute shadows the device attribute of its name",
+		gate:   "DRADerivedAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, indexDev("a", 0), indexDev("b", 1), indexDev("c", 2))},
+		claim: regClaim([]resourceapi.DeviceRequest{derivedRequest("r0", 2, gpuDriver+"/index", `"same"`)},
+			resourceapi.DeviceConstraint{DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(gpuDriver + "/index"))}),
+		on: Unsatisfiable, off: Invalid,
+	}, {
+		name:   "a derived attribute that fails on every device makes the claim invalid",
+		gate:   "DRADerivedAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, indexDev("a", 0), indexDev("b", 1))},
+		claim: regClaim([]resourceapi.DeviceRequest{derivedRequest("r0", 2, "derived/x", `device.attributes["gpu.example.com"].nosuch`)},
+			resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("derived/x"))}),
+		on: Invalid, off: Invalid,
+	}, {
+		name:   "a derived attribute that does not compile makes the claim invalid",
+		gate:   "DRADerivedAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, indexDev("a", 0), indexDev("b", 1))},
+		claim: regClaim([]resourceapi.DeviceRequest{derivedRequest("r0", 2, "derived/x", `device.attributes[`)},
+			resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("derived/x"))}),
+		on: Invalid, off: Invalid,
+	}, {
+		// 1100m cores, min 500m, step 300m: 1100m in milli-units (fits
+		// 1500m), 2 in whole units (does not).
+		name:   "fractional request policy ranges round in milli-units",
+		gate:   "DRAFractionalCapacityRange",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, coresDev("a", "1500m", "500m", "300m"))},
+		claim:  regClaim([]resourceapi.DeviceRequest{coresRequest("r0", "1100m")}),
+		on:     Allocated, off: Unsatisfiable,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,4 +242,28 @@ func TestFeatureGates(t *testing.T) {
 			}
 		})
 	}
+}
+
+func indexDev(name string, index int64) resourceapi.Device {
+	return resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"index": {IntValue: ptr.To(index)}}}
+}
+
+func derivedRequest(name string, count int64, attr, expr string) resourceapi.DeviceRequest {
+	r := regRequest(name, count)
+	r.Exactly.DerivedAttributes = []resourceapi.DeviceDerivedAttribute{{Name: resourceapi.FullyQualifiedName(attr), Expression: expr}}
+	return r
+}
+
+func coresDev(name, value, lowest, step string) resourceapi.Device {
+	return resourceapi.Device{Name: name, Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"cores": {
+		Value: resource.MustParse(value),
+		RequestPolicy: &resourceapi.CapacityRequestPolicy{ValidRange: &resourceapi.CapacityRequestPolicyRange{
+			Min: ptr.To(resource.MustParse(lowest)), Step: ptr.To(resource.MustParse(step))}},
+	}}}
+}
+
+func coresRequest(name, cores string) resourceapi.DeviceRequest {
+	r := regRequest(name, 1)
+	r.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"cores": resource.MustParse(cores)}}
+	return r
 }

@@ -244,8 +244,62 @@ func (g *gen) claim(name string) *resourceapi.ResourceClaim {
 			Requests: g.subset(names), DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(attr)),
 		})
 	}
+	g.maybeDerived(c, names)
 	g.maybeCELConstraint(c, names)
 	return c
+}
+
+// derivedExpressions are derived attribute expressions (KEP-6080) that
+// never fail on a device: scalars of each type, a list, and one that
+// reads allowMultipleAllocations.
+var derivedExpressions = []string{
+	`has(device.attributes["gpu.example.com"].numa) ? device.attributes["gpu.example.com"].numa : -1`,
+	`has(device.attributes["gpu.example.com"].index) ? device.attributes["gpu.example.com"].index % 2 : 7`,
+	`has(device.attributes["gpu.example.com"].model) ? device.attributes["gpu.example.com"].model : "none"`,
+	`device.driver`,
+	`device.allowMultipleAllocations`,
+	`has(device.attributes["gpu.example.com"].numa) && device.attributes["gpu.example.com"].numa == 0`,
+	`["shared", device.driver]`,
+	`has(device.capacity["gpu.example.com"].memory) ? device.capacity["gpu.example.com"].memory.compareTo(quantity("8Gi")) >= 0 : false`,
+}
+
+// derivedNames are the names derived attributes get: a name no driver uses
+// and names that shadow device attributes.
+var derivedNames = []string{"derived/key", "derived/key", gpuDriver + "/numa", gpuDriver + "/model"}
+
+// maybeDerived gives some claims derived attributes (generated whatever
+// the gates: without DRADerivedAttributes such a claim is invalid) on some
+// of their requests and subrequests, usually with a constraint on them.
+func (g *gen) maybeDerived(c *resourceapi.ResourceClaim, names []string) {
+	if !g.chance(0.06) {
+		return
+	}
+	name := derivedNames[g.r.IntN(len(derivedNames))]
+	attr := resourceapi.DeviceDerivedAttribute{Name: resourceapi.FullyQualifiedName(name), Expression: derivedExpressions[g.r.IntN(len(derivedExpressions))]}
+	added := false
+	for i := range c.Spec.Devices.Requests {
+		r := &c.Spec.Devices.Requests[i]
+		if r.Exactly != nil && (g.chance(0.7) || !added) {
+			r.Exactly.DerivedAttributes = append(r.Exactly.DerivedAttributes, attr)
+			added = true
+		}
+		for s := range r.FirstAvailable {
+			if g.chance(0.7) || !added {
+				r.FirstAvailable[s].DerivedAttributes = append(r.FirstAvailable[s].DerivedAttributes, attr)
+				added = true
+			}
+		}
+	}
+	if !g.chance(0.8) {
+		return
+	}
+	cons := resourceapi.DeviceConstraint{Requests: g.subset(names)}
+	if g.chance(0.7) {
+		cons.MatchAttribute = ptr.To(resourceapi.FullyQualifiedName(name))
+	} else {
+		cons.DistinctAttribute = ptr.To(resourceapi.FullyQualifiedName(name))
+	}
+	c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, cons)
 }
 
 // celConstraints are KEP-5254 constraints for the native engine only

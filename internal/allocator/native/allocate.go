@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/drastack/drastack/internal/allocator"
 )
@@ -305,6 +306,10 @@ func (s *Session) lookalike(key []byte, p *plan, ni int) []byte {
 					return key[:0]
 				}
 				key = binary.AppendUvarint(key, uint64(s.contentID(d)))
+				if sb.derived != nil {
+					// A derived attribute also sees allowMultipleAllocations.
+					key = append(key, boolByte(ptr.Deref(dev.dev.AllowMultipleAllocations, false)))
+				}
 				if len(dev.caps) > 0 {
 					key = s.capacityKey(key, sb, d)
 				}

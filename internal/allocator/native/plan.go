@@ -79,6 +79,9 @@ type sub struct {
 	// overLimit: an exactly request whose count is above the per-claim
 	// limit, which makes the claim invalid (planClaim).
 	overLimit bool
+	// derived are the request's derived attributes (KEP-6080): attribute
+	// name to CEL expression, nil for none.
+	derived map[string]string
 }
 
 // celPlan is one CEL constraint of one claim.
@@ -136,7 +139,7 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 		switch {
 		case r.Exactly != nil && len(r.FirstAvailable) == 0:
 			e := r.Exactly
-			sb, err := s.planSub(claim, ri, -1, r.Name, e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, e.Capacity, len(e.DerivedAttributes) > 0)
+			sb, err := s.planSub(claim, ri, -1, r.Name, e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Tolerations, e.Capacity, e.DerivedAttributes)
 			if err != nil {
 				return err
 			}
@@ -146,7 +149,7 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 			sl.firstAvailable = true
 			for si := range r.FirstAvailable {
 				fa := &r.FirstAvailable[si]
-				sb, err := s.planSub(claim, ri, si, r.Name+"/"+fa.Name, fa.DeviceClassName, fa.Selectors, fa.AllocationMode, fa.Count, fa.Tolerations, fa.Capacity, len(fa.DerivedAttributes) > 0)
+				sb, err := s.planSub(claim, ri, si, r.Name+"/"+fa.Name, fa.DeviceClassName, fa.Selectors, fa.AllocationMode, fa.Count, fa.Tolerations, fa.Capacity, fa.DerivedAttributes)
 				if err != nil {
 					return err
 				}
@@ -424,7 +427,7 @@ func (s *Session) selectorError(sel resourceapi.DeviceSelector) error {
 
 // planSub resolves request ri (subrequest si, or -1 for exactly).
 func (s *Session) planSub(claim *resourceapi.ResourceClaim, ri, si int, name, className string, selectors []resourceapi.DeviceSelector,
-	mode resourceapi.DeviceAllocationMode, count int64, tolerations []resourceapi.DeviceToleration, capacity *resourceapi.CapacityRequirements, derived bool) (sub, error) {
+	mode resourceapi.DeviceAllocationMode, count int64, tolerations []resourceapi.DeviceToleration, capacity *resourceapi.CapacityRequirements, derived []resourceapi.DeviceDerivedAttribute) (sub, error) {
 	invalid := func(f string, err error) error {
 		return &allocator.InvalidClaimError{Claim: allocator.ClaimKey(claim), Field: f, Err: err}
 	}
@@ -435,9 +438,15 @@ func (s *Session) planSub(claim *resourceapi.ResourceClaim, ri, si int, name, cl
 		sb.capacity = capacity.Requests
 		sb.fits = map[int32]*capFit{}
 	}
-	switch {
-	case derived:
-		return sb, fmt.Errorf("claim %s, request %s: derived attributes: %w", allocator.ClaimKey(claim), name, allocator.ErrNotSupported)
+	// Without DRADerivedAttributes checkGates refused them. With it, a
+	// derived attribute replaces the device attribute of the same name in
+	// the request's constraints (search.values); a later definition of a
+	// name wins, as in kube-scheduler.
+	if len(derived) > 0 && s.f.DerivedAttributes {
+		sb.derived = make(map[string]string, len(derived))
+		for _, a := range derived {
+			sb.derived[string(a.Name)] = a.Expression
+		}
 	}
 	switch mode {
 	case "", resourceapi.DeviceAllocationModeExactCount:

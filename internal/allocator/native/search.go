@@ -270,7 +270,7 @@ func (x *search) feasible() (bool, error) {
 // few free devices.
 func (x *search) shortReason(sb *sub, c []int32, n int) string {
 	for _, m := range sb.distinct {
-		if len(c) > 0 && x.noneHas(c, x.p.distinct[m]) {
+		if len(c) > 0 && x.noneHas(sb, c, x.p.distinct[m]) {
 			return fmt.Sprintf("request %s: constraint distinctAttribute %s: none of the %d matching devices has that attribute", sb.name, x.p.distinct[m], len(c))
 		}
 	}
@@ -514,7 +514,7 @@ func (x *search) evalCEL(ci int) (bool, error) {
 // candidate with it. It returns the request's name and candidate count.
 func (x *search) lacking(i int, sb *sub, c []int32, m int) (string, int, bool) {
 	attr := x.p.match[m]
-	if x.noneHas(c, attr) {
+	if x.noneHas(sb, c, attr) {
 		return sb.name, len(c), true
 	}
 	claim := x.p.slots[i].claim
@@ -522,7 +522,7 @@ func (x *search) lacking(i int, sb *sub, c []int32, m int) (string, int, bool) {
 		sl := &x.p.slots[j]
 		all, n := true, 0
 		for b := range sl.subs {
-			if !containsInt(sl.subs[b].match, m) || !x.noneHas(x.cands[j][b], attr) {
+			if !containsInt(sl.subs[b].match, m) || !x.noneHas(&sl.subs[b], x.cands[j][b], attr) {
 				all = false
 				break
 			}
@@ -537,9 +537,9 @@ func (x *search) lacking(i int, sb *sub, c []int32, m int) (string, int, bool) {
 
 // noneHas reports whether no device of c has attribute attr, which makes a
 // constraint on it fail whatever the counts.
-func (x *search) noneHas(c []int32, attr string) bool {
+func (x *search) noneHas(sb *sub, c []int32, attr string) bool {
 	for _, d := range c {
-		if len(x.s.attrValues(attr, d)) > 0 {
+		if len(x.values(sb, attr, d)) > 0 {
 			return false
 		}
 	}

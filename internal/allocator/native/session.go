@@ -156,6 +156,9 @@ type Session struct {
 	recorded map[string]bool
 	// capsIDs interns device capacities (device.capsID).
 	capsIDs map[string]int32
+	// derived caches derived attribute values per expression and device
+	// (derived.go).
+	derived map[string][]*derivedResult
 	// lastPlan is the last Allocate call's plan (planFor).
 	lastPlan cachedPlan
 

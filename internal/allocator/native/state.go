@@ -29,12 +29,12 @@ func (x *search) usable(i int, sb *sub, d int32) bool {
 		return false
 	}
 	for _, m := range sb.match {
-		if x.matchSet[m] && !containsStr(s.attrValues(x.p.match[m], d), x.matchVal[m]) {
+		if x.matchSet[m] && !containsStr(x.values(sb, x.p.match[m], d), x.matchVal[m]) {
 			return false
 		}
 	}
 	for _, m := range sb.distinct {
-		vals := s.attrValues(x.p.distinct[m], d)
+		vals := x.values(sb, x.p.distinct[m], d)
 		if len(vals) == 0 {
 			return false
 		}
@@ -114,7 +114,7 @@ func (x *search) apply(i, b int, d int32) {
 	}
 	x.tent[d]++
 	for _, m := range sb.distinct {
-		for _, v := range s.attrValues(x.p.distinct[m], d) {
+		for _, v := range x.values(sb, x.p.distinct[m], d) {
 			x.used[m][v]++
 		}
 	}
@@ -127,7 +127,7 @@ func (x *search) undo() {
 	x.chosen = x.chosen[:len(x.chosen)-1]
 	sb := &x.p.slots[ch.slot].subs[ch.sub]
 	for _, m := range sb.distinct {
-		for _, v := range s.attrValues(x.p.distinct[m], ch.dev) {
+		for _, v := range x.values(sb, x.p.distinct[m], ch.dev) {
 			x.used[m][v]--
 		}
 	}
@@ -161,7 +161,7 @@ func (x *search) matchValues(i int, sb *sub, c []int32, m int) []string {
 		if !x.usable(i, sb, d) {
 			continue
 		}
-		for _, v := range x.s.attrValues(attr, d) {
+		for _, v := range x.values(sb, attr, d) {
 			k := -1
 			if index != nil {
 				if j, ok := index[v]; ok {
@@ -217,7 +217,7 @@ func (x *search) laterSlotsCanMatch(i, m int, v string) bool {
 			c := x.cands[j][b]
 			need, n := max(sb.count, 1), 0
 			for _, d := range c {
-				if x.usable(j, sb, d) && containsStr(x.s.attrValues(attr, d), v) {
+				if x.usable(j, sb, d) && containsStr(x.values(sb, attr, d), v) {
 					if n++; n >= need {
 						break
 					}
@@ -242,7 +242,7 @@ func (x *search) enoughDistinct(i int, sb *sub, c []int32) bool {
 		seen := map[string]bool{}
 		for _, d := range c {
 			if x.usable(i, sb, d) {
-				for _, v := range x.s.attrValues(x.p.distinct[m], d) {
+				for _, v := range x.values(sb, x.p.distinct[m], d) {
 					seen[v] = true
 				}
 			}
@@ -251,7 +251,7 @@ func (x *search) enoughDistinct(i int, sb *sub, c []int32) bool {
 			}
 		}
 		if len(seen) < sb.count {
-			if x.noneHas(c, x.p.distinct[m]) {
+			if x.noneHas(sb, c, x.p.distinct[m]) {
 				x.failf("request %s: constraint distinctAttribute %s: none of the %d matching devices has that attribute", sb.name, x.p.distinct[m], len(c))
 			} else {
 				x.failf("request %s: fewer than %d different values of %s", sb.name, sb.count, x.p.distinct[m])
@@ -275,6 +275,14 @@ func (s *Session) attrValues(attr string, d int32) []string {
 		return v
 	}
 	a, ok := lookupAttr(&s.devs[d], attr)
+	v := s.attrKeysOf(a, ok, d)
+	per[d] = v
+	return v
+}
+
+// attrKeysOf is attribute a of device d (ok: the device has it) as typed
+// keys, as attrValues returns them.
+func (s *Session) attrKeysOf(a resourceapi.DeviceAttribute, ok bool, d int32) []string {
 	var v []string
 	switch {
 	case !ok:
@@ -302,7 +310,6 @@ func (s *Session) attrValues(attr string, d int32) []string {
 	default:
 		v = attrKeys(&a)
 	}
-	per[d] = v
 	return v
 }
 

@@ -213,7 +213,7 @@ func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 		return false, false
 	}
 	for _, m := range sb.match {
-		vals := s.attrValues(x.p.match[m], d)
+		vals := x.values(sb, x.p.match[m], d)
 		if len(vals) == 0 {
 			return false, true
 		}
@@ -222,7 +222,7 @@ func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 		}
 	}
 	for _, m := range sb.distinct {
-		vals := s.attrValues(x.p.distinct[m], d)
+		vals := x.values(sb, x.p.distinct[m], d)
 		if len(vals) == 0 {
 			return false, true
 		}
@@ -243,7 +243,7 @@ func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 func (x *search) strictApply(i, b int, d int32) {
 	sb := &x.p.slots[i].subs[b]
 	for _, m := range sb.match {
-		vals := x.s.attrValues(x.p.match[m], d)
+		vals := x.values(sb, x.p.match[m], d)
 		st := x.strict.inter[m]
 		if len(st) > 0 {
 			var narrowed []string

@@ -1,11 +1,13 @@
 package verify
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	dracel "k8s.io/dynamic-resource-allocation/cel"
 )
 
 // valueSet is an attribute's values as a set: a scalar is a one-element
@@ -27,6 +29,12 @@ func attributeValues(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttri
 			return nil, false
 		}
 	}
+	s := toValueSet(a)
+	return s, len(s) > 0
+}
+
+// toValueSet is an attribute's values as a set.
+func toValueSet(a resourceapi.DeviceAttribute) valueSet {
 	s := valueSet{}
 	switch {
 	case a.IntValue != nil:
@@ -50,8 +58,41 @@ func attributeValues(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttri
 	for _, v := range a.VersionValues {
 		s["version:"+v] = true
 	}
-	return s, len(s) > 0
+	return s
 }
+
+// valuesFor is attribute name of a result's device as its request sees
+// it: the request's derived attribute of that name (the last definition),
+// evaluated with Kubernetes' CEL library, or the device's own attribute.
+func (k *check) valuesFor(res result, name resourceapi.FullyQualifiedName) (valueSet, bool, error) {
+	for i := len(res.req.derived) - 1; i >= 0; i-- {
+		da := res.req.derived[i]
+		if da.Name != name {
+			continue
+		}
+		compiled := derivedCache.GetOrCompileDerivedAttribute(da.Expression)
+		if compiled.Error != nil {
+			return nil, false, compiled.Error
+		}
+		d := res.dev.Device
+		a, _, err := compiled.EvaluateDerivedAttribute(context.Background(), dracel.Device{
+			Driver: res.Driver, AllowMultipleAllocations: d.AllowMultipleAllocations, Attributes: d.Attributes, Capacity: d.Capacity,
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		if a == nil {
+			return nil, false, nil
+		}
+		s := toValueSet(*a)
+		return s, len(s) > 0, nil
+	}
+	s, ok := attributeValues(res.dev.Device.Attributes, res.Driver, name)
+	return s, ok, nil
+}
+
+// derivedCache compiles derived attribute expressions for valuesFor.
+var derivedCache = dracel.NewCache(100, dracel.Features{EnableListTypeAttributes: true, EnableConsumableCapacity: true})
 
 // constrained returns the results a constraint applies to: those of the
 // named requests (a request name covers its subrequests), or all.
@@ -85,7 +126,11 @@ func (k *check) checkConstraints() {
 func (k *check) checkMatch(name resourceapi.FullyQualifiedName, results []result) {
 	var common valueSet
 	for i, res := range results {
-		vals, ok := attributeValues(res.dev.Device.Attributes, res.Driver, name)
+		vals, ok, err := k.valuesFor(res, name)
+		if err != nil {
+			k.fail(RuleMatchAttribute, res.id.String(), "derived attribute %s cannot be computed: %v", name, err)
+			return
+		}
 		if !ok {
 			k.fail(RuleMatchAttribute, res.id.String(), "device has no attribute %s", name)
 			return
@@ -111,7 +156,11 @@ func (k *check) checkMatch(name resourceapi.FullyQualifiedName, results []result
 func (k *check) checkDistinct(name resourceapi.FullyQualifiedName, results []result) {
 	var seen []valueSet
 	for _, res := range results {
-		vals, ok := attributeValues(res.dev.Device.Attributes, res.Driver, name)
+		vals, ok, err := k.valuesFor(res, name)
+		if err != nil {
+			k.fail(RuleDistinctAttribute, res.id.String(), "derived attribute %s cannot be computed: %v", name, err)
+			return
+		}
 		if !ok {
 			k.fail(RuleDistinctAttribute, res.id.String(), "device has no attribute %s", name)
 			return

@@ -23,6 +23,8 @@ type request struct {
 	tolerations []resourceapi.DeviceToleration
 	// capacity are the capacity requests (KEP-5075), nil for none.
 	capacity *resourceapi.CapacityRequirements
+	// derived are the derived attributes (KEP-6080).
+	derived []resourceapi.DeviceDerivedAttribute
 }
 
 // wantCount is the number of devices an ExactCount request asks for, with
@@ -55,7 +57,7 @@ func (k *check) requests() map[string]*request {
 			out[r.Name] = &request{
 				name: r.Name, parent: r.Name, class: e.DeviceClassName, selectors: e.Selectors,
 				mode: e.AllocationMode, count: e.Count, adminAccess: ptr.Deref(e.AdminAccess, false),
-				tolerations: e.Tolerations, capacity: e.Capacity,
+				tolerations: e.Tolerations, capacity: e.Capacity, derived: e.DerivedAttributes,
 			}
 			continue
 		}
@@ -63,7 +65,7 @@ func (k *check) requests() map[string]*request {
 			name := r.Name + "/" + s.Name
 			out[name] = &request{
 				name: name, parent: r.Name, class: s.DeviceClassName, selectors: s.Selectors,
-				mode: s.AllocationMode, count: s.Count, tolerations: s.Tolerations, capacity: s.Capacity,
+				mode: s.AllocationMode, count: s.Count, tolerations: s.Tolerations, capacity: s.Capacity, derived: s.DerivedAttributes,
 			}
 		}
 	}
