@@ -157,8 +157,9 @@ func (r *Reconciler) probe(ctx context.Context) (*v1alpha1.ClusterStatus, error,
 	return cs.DeepCopy(), nil, interval
 }
 
-// recordTransitions emits an Event when SpecValid, ClusterCompatible or
-// Ready changes status, so `kubectl describe drastack` tells the story.
+// recordTransitions emits an Event when SpecValid or ClusterCompatible
+// changes status or reason, or Ready changes status, so
+// `kubectl describe drastack` tells the story.
 // Every status write of every drastack controller triggers this
 // reconciler, and the cached DRAStack it compares with may not show its
 // own last write yet: the transition it just reported would look new
@@ -170,8 +171,18 @@ func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, conds []metav1.Con
 	}
 	for _, c := range conds {
 		prev := meta.FindStatusCondition(st.Status.Conditions, c.Type)
-		unchanged := prev != nil && prev.Status == c.Status && prev.Reason == c.Reason
-		if !r.emitted.changed(st.UID, c.Type, string(c.Status)+"/"+c.Reason, unchanged) {
+		state := func(c *metav1.Condition) string {
+			if c.Type == v1alpha1.ConditionReady {
+				// Ready changes reason with every step of an install
+				// (Installing, WaitingForSlices, ...), which the driver
+				// controller's Events tell already: only its status
+				// transitions are Events here.
+				return string(c.Status)
+			}
+			return string(c.Status) + "/" + c.Reason
+		}
+		unchanged := prev != nil && state(prev) == state(&c)
+		if !r.emitted.changed(st.UID, c.Type, state(&c), unchanged) {
 			continue
 		}
 		eventType := corev1.EventTypeNormal
