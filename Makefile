@@ -74,6 +74,22 @@ test-unit: ## Unit tests of pure packages and integration tests against the real
 test-e2e: k8s ## End-to-end tests on the local control plane (kube-apiserver, scheduler, controller-manager, kwok).
 	go test $(GO_TEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -count=1 ./test/e2e/... ./internal/cli/...
 
+# Gate sets of the long differential run: Kubernetes 1.37's defaults, every
+# gate on, every alpha gate off (beta and GA on), and consumable capacity off.
+DIFFTEST_CASES ?= 10000
+DIFFTEST_GATES ?= k8s-1.37-defaults:DRAListTypeAttributes=false \
+	all-on:all=true \
+	alpha-off:all=true,DRAListTypeAttributes=false,DRADerivedAttributes=false,DRADeviceCompatibilityGroups=false,DRAOptionalNodeOperations=false \
+	consumable-off:DRAListTypeAttributes=false,DRAConsumableCapacity=false
+
+.PHONY: difftest
+difftest: ## Native vs upstream on $(DIFFTEST_CASES) generated cases under each gate set of DIFFTEST_GATES; 0 disagreements required.
+	@for set in $(DIFFTEST_GATES); do \
+		echo "difftest: $${set%%:*} ($(DIFFTEST_CASES) seeds)"; \
+		go test ./internal/allocator/difftest/ -run '^TestDifferential$$' -count=1 -timeout 120m -v \
+			-difftest.cases $(DIFFTEST_CASES) -difftest.features "$${set#*:}" || exit 1; \
+	done
+
 .PHONY: bench
 bench: bench-engines bench-pools bench-explain ## Benchmarks: engines side by side, pool validation at scale, explain.
 
