@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Drift is how an object the operator applied before was found when it
@@ -33,6 +34,7 @@ type Applied struct {
 	// just before the apply; Generation and ResourceVersion were its own
 	// then, the After ones are the apply's answer.
 	Existed                               bool
+	UID, AfterUID                         string
 	Generation, AfterGeneration           int64
 	ResourceVersion, AfterResourceVersion string
 }
@@ -48,7 +50,9 @@ func DriftOf(a Applied) Drift {
 	if !a.Before {
 		return DriftNone
 	}
-	if !a.Existed {
+	// Listed just before someone deleted it, and created again by this
+	// apply: a new UID.
+	if !a.Existed || (a.UID != "" && a.AfterUID != "" && a.UID != a.AfterUID) {
 		return DriftDeleted
 	}
 	if a.PrevHash != a.Hash {
@@ -95,4 +99,41 @@ func DescribeConflict(causes []metav1.StatusCause) string {
 		msg += "; conflicting " + plural(len(fields), "field", "fields") + " " + listSome(fields, 5)
 	}
 	return msg + "; drastack does not take over an object it did not create: delete it, or choose another name in the spec"
+}
+
+// replacedKinds are the kinds whose every field is the render's: the
+// admission policy, its binding and RBAC. No controller writes to them, so
+// fields another manager added or took over (an edit that sets
+// validationActions to Warn, a rule added to a role) are drift, and
+// server-side apply alone cannot remove fields it does not own. When one of
+// these has another manager, the operator replaces it with the render.
+var replacedKinds = []schema.GroupKind{
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"},
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"},
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"},
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"},
+	{Group: "rbac.authorization.k8s.io", Kind: "Role"},
+	{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"},
+}
+
+// ReplacedOnDrift says whether an object of the kind is replaced as a
+// whole when another manager changed it (see replacedKinds).
+func ReplacedOnDrift(gk schema.GroupKind) bool {
+	return slices.Contains(replacedKinds, gk)
+}
+
+// ForeignManagers are the managers of an object's main resource other than
+// the operator's own apply (self): who changed the object besides it.
+// Status and other subresources are left out.
+func ForeignManagers(entries []metav1.ManagedFieldsEntry, self string) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Subresource != "" || (e.Manager == self && e.Operation == metav1.ManagedFieldsOperationApply) {
+			continue
+		}
+		if !slices.Contains(out, e.Manager) {
+			out = append(out, e.Manager)
+		}
+	}
+	return out
 }

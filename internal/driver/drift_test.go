@@ -1,10 +1,12 @@
 package driver
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 )
@@ -22,6 +24,7 @@ func TestDriftOf(t *testing.T) {
 		{"binding edited by someone", Applied{Before: true, PrevHash: "h", Hash: "h", Existed: true, Generation: 4, AfterGeneration: 5}, DriftChanged},
 		{"render changed (an upgrade)", Applied{Before: true, PrevHash: "g", Hash: "h", Existed: true, Generation: 4, AfterGeneration: 5}, DriftNone},
 		{"ClusterRole edited (no generation)", Applied{Before: true, PrevHash: "h", Hash: "h", Existed: true, ResourceVersion: "7", AfterResourceVersion: "9"}, DriftChanged},
+		{"deleted between the listing and the apply", Applied{Before: true, PrevHash: "h", Hash: "h", Existed: true, UID: "a", AfterUID: "b", Generation: 1, AfterGeneration: 1}, DriftDeleted},
 		{"ClusterRole as applied", Applied{Before: true, PrevHash: "h", Hash: "h", Existed: true, ResourceVersion: "7", AfterResourceVersion: "7"}, DriftNone},
 	}
 	for _, tc := range tests {
@@ -70,5 +73,29 @@ func TestForceWarning(t *testing.T) {
 		if (tc.wants == "") != (got == "") || !strings.Contains(got, tc.wants) {
 			t.Errorf("%s: ForceWarning = %q, want %q", tc.name, got, tc.wants)
 		}
+	}
+}
+
+func TestForeignManagers(t *testing.T) {
+	apply, update := metav1.ManagedFieldsOperationApply, metav1.ManagedFieldsOperationUpdate
+	tests := []struct {
+		name    string
+		entries []metav1.ManagedFieldsEntry
+		want    []string
+	}{
+		{"only the operator's apply", []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: apply}}, nil},
+		{"a kubectl edit", []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: apply}, {Manager: "kubectl-edit", Operation: update}}, []string{"kubectl-edit"}},
+		{"the operator's own update counts", []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: update}}, []string{FieldManager}},
+		{"status writers do not", []metav1.ManagedFieldsEntry{{Manager: "kube-apiserver", Operation: update, Subresource: "status"}}, nil},
+		{"each manager once", []metav1.ManagedFieldsEntry{{Manager: "a", Operation: apply}, {Manager: "a", Operation: update}}, []string{"a"}},
+	}
+	for _, tc := range tests {
+		if got := ForeignManagers(tc.entries, FieldManager); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: ForeignManagers = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if !ReplacedOnDrift(schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}) ||
+		ReplacedOnDrift(schema.GroupKind{Group: "apps", Kind: "DaemonSet"}) {
+		t.Error("ReplacedOnDrift: the binding is replaced on drift, a DaemonSet (which controllers annotate) is not")
 	}
 }

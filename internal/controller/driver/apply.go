@@ -45,6 +45,10 @@ func (r *Reconciler) apply(ctx context.Context, st *v1alpha1.DRAStack, d *declar
 		hash := renderHash(u)
 		prevHash, before := r.memory.get(key)
 		after, p := r.applyObject(ctx, u, have != nil)
+		var replacedFrom []string
+		if have != nil && driver.ReplacedOnDrift(u.GroupVersionKind().GroupKind()) {
+			after, p, replacedFrom = r.replaceDrifted(ctx, u, after, p)
+		}
 		if p != nil {
 			if p.Invalid {
 				// The API server refused what the spec rendered to: a spec
@@ -57,14 +61,18 @@ func (r *Reconciler) apply(ctx context.Context, st *v1alpha1.DRAStack, d *declar
 		}
 		r.memory.set(key, hash)
 		a := driver.Applied{Before: before, PrevHash: prevHash, Hash: hash, Existed: have != nil,
-			AfterGeneration: after.GetGeneration(), AfterResourceVersion: after.GetResourceVersion()}
+			AfterUID: string(after.GetUID()), AfterGeneration: after.GetGeneration(), AfterResourceVersion: after.GetResourceVersion()}
 		if have != nil {
-			a.Generation, a.ResourceVersion = have.GetGeneration(), have.GetResourceVersion()
+			a.UID, a.Generation, a.ResourceVersion = string(have.GetUID()), have.GetGeneration(), have.GetResourceVersion()
 		}
-		if drift := driver.DriftOf(a); drift != driver.DriftNone {
-			log.FromContext(ctx).Info("Restored an object of a driver", "driver", rd.Driver, "object", id, "drift", drift)
+		drift, detail := driver.DriftOf(a), ""
+		if len(replacedFrom) > 0 {
+			drift, detail = driver.DriftChanged, " by "+strings.Join(replacedFrom, ", ")
+		}
+		if drift != driver.DriftNone {
+			log.FromContext(ctx).Info("Restored an object of a driver", "driver", rd.Driver, "object", id, "drift", drift, "by", replacedFrom)
 			if r.Recorder != nil {
-				r.Recorder.Eventf(st, nil, corev1.EventTypeWarning, ReasonObjectRestored, "Restore", "Restored %s: %s (driver %s)", id, drift, rd.Driver)
+				r.Recorder.Eventf(st, nil, corev1.EventTypeWarning, ReasonObjectRestored, "Restore", "Restored %s: %s%s (driver %s)", id, drift, detail, rd.Driver)
 			}
 		}
 	}
@@ -142,6 +150,41 @@ func (m *appliedMemory) forget(prefix string) {
 			delete(m.said, k)
 		}
 	}
+}
+
+// replaceDrifted puts back the render of an object of a kind whose every
+// field is the render's (driver.ReplacedOnDrift) when another manager
+// changed it: server-side apply cannot remove fields it does not own (a
+// validationActions set to [Warn] by an edit would become [Warn, Deny],
+// which the API server refuses). It replaces the object (PUT) with the
+// render, then applies again so that the operator's apply owns the fields.
+// after and p are the forced apply's outcome; it returns the new outcome
+// and the managers whose changes were undone (none: nothing done).
+func (r *Reconciler) replaceDrifted(ctx context.Context, u, after *unstructured.Unstructured, p *driver.ApplyProblem) (*unstructured.Unstructured, *driver.ApplyProblem, []string) {
+	cur := after
+	if p != nil {
+		if !p.Invalid && !p.Conflict {
+			return after, p, nil
+		}
+		cur = &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(u.GroupVersionKind())
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(u), cur); err != nil {
+			return after, p, nil
+		}
+	}
+	foreign := driver.ForeignManagers(cur.GetManagedFields(), driver.FieldManager)
+	if len(foreign) == 0 {
+		return after, p, nil
+	}
+	repl := u.DeepCopy()
+	repl.SetResourceVersion(cur.GetResourceVersion())
+	if err := r.Client.Update(ctx, repl, client.FieldOwner(driver.FieldManager)); err != nil {
+		id := objectID(u.GetKind(), u.GetNamespace(), u.GetName())
+		log.FromContext(ctx).Error(err, "Replacing a changed object failed", "object", id, "changedBy", foreign)
+		return after, &driver.ApplyProblem{Object: id, Conflict: apierrors.IsConflict(err), Message: "restore after a change by " + strings.Join(foreign, ", ") + ": " + shorten(err.Error())}, nil
+	}
+	after, p = r.applyObject(ctx, u, true)
+	return after, p, foreign
 }
 
 // applyOne applies one object without taking over fields of other

@@ -55,8 +55,10 @@ import (
 // internal/operator, so that a deleted or edited policy binding, role or
 // service account is restored within seconds).
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;roles;rolebindings,verbs=list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=list;watch;create;patch;delete
+// apply.go replaceDrifted (get, and update: a PUT): a policy, binding or role that
+// another manager changed is replaced with the render.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch;create;update;patch;delete
 // inventory.go inventory (metadata lists), removal.go act ActionTaint
 // (apply), apply.go prune and removal.go act ActionUntaint (delete).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=list;create;patch;delete
