@@ -35,7 +35,7 @@ func run() error {
 	var cfg scale.Config
 	flag.IntVar(&cfg.Nodes, "nodes", 1000, "kwok nodes")
 	flag.IntVar(&cfg.Domains, "domains", 4, "multi-host domains of 16 hosts")
-	flag.IntVar(&cfg.Claims, "claims", 1000, "immediate claims in the burst (one whole GPU each)")
+	flag.IntVar(&cfg.Claims, "claims", 0, "immediate claims in the burst, one whole GPU each (default: one per node)")
 	flag.IntVar(&cfg.RepublishPercent, "republish-percent", 10, "percentage of nodes that republish under a new generation")
 	flag.DurationVar(&cfg.NodeHeartbeat, "node-heartbeat", time.Minute, "kwok node heartbeat and lease renewal interval")
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 20*time.Minute, "bound of each wait")
