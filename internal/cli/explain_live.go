@@ -225,7 +225,7 @@ func (a *App) explainLive(ctx context.Context, t liveTarget, kubeconfig, kubeCon
 			if err != nil {
 				return nil, err
 			}
-			rep.Verdict += onNodes(cl.Status.Allocation.NodeSelector, st.nodes)
+			rep.Verdict += onNodes(cl.Status.Allocation.NodeSelector, st.nodes) + allocatedWhy(cl)
 			out.Explanations = append(out.Explanations, rep)
 		} else {
 			pending = append(pending, cl)
@@ -370,6 +370,24 @@ func podNodeFilter(pod *corev1.Pod, pods []corev1.Pod, nodes []*corev1.Node, cla
 		}
 	}
 	return reasons
+}
+
+// allocatedWhy says who wrote a claim's allocation (its field manager:
+// kube-scheduler, or drastack-claims for the operator) and for whom it is
+// reserved.
+func allocatedWhy(c *resourceapi.ResourceClaim) string {
+	out := ""
+	if by := claimpolicy.AllocatedBy(c); by != "" {
+		out += "; allocated by " + by
+	}
+	var users []string
+	for _, r := range c.Status.ReservedFor {
+		users = append(users, strings.ToLower(r.Resource)+"/"+r.Name)
+	}
+	if len(users) == 0 {
+		return out + "; reserved for no consumer yet"
+	}
+	return out + "; reserved for " + strings.Join(users, ", ")
 }
 
 // onNodes names the nodes an allocation's node selector matches (none for

@@ -62,14 +62,16 @@ func liveCluster(t *testing.T) client.Reader {
 		&resourceapi.ResourceClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "held", UID: "uid-held"},
 			Spec:       resourceapi.ResourceClaimSpec{Devices: req(1)},
-			Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
-				Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-					Request: "gpu", Driver: "gpu.example.com", Pool: "node-2", Device: "gpu-0",
-				}}},
-				NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
-					Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-2"},
-				}}}}},
-			}},
+			Status: resourceapi.ResourceClaimStatus{
+				ReservedFor: []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "uid-p"}},
+				Allocation: &resourceapi.AllocationResult{
+					Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+						Request: "gpu", Driver: "gpu.example.com", Pool: "node-2", Device: "gpu-0",
+					}}},
+					NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
+						Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-2"},
+					}}}}},
+				}},
 		},
 		&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "big", UID: "uid-big"}, Spec: resourceapi.ResourceClaimSpec{Devices: req(4)}},
 		&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "small", UID: "uid-small"}, Spec: resourceapi.ResourceClaimSpec{Devices: req(2)}},
@@ -119,7 +121,7 @@ func TestExplainLive(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	containsAll(t, "claim/held", out, "allocated (status.allocation): ml/held gpu: gpu.example.com/node-2/gpu-0; on node-2")
+	containsAll(t, "claim/held", out, "allocated (status.allocation): ml/held gpu: gpu.example.com/node-2/gpu-0; on node-2; reserved for pods/p")
 
 	for _, args := range [][]string{
 		{"explain", "claim/missing", "-n", "ml"},
@@ -128,5 +130,20 @@ func TestExplainLive(t *testing.T) {
 		if code, _, stderr := run(t, "", c, args...); code != ExitInvalidInput || !strings.Contains(stderr, "missing") {
 			t.Errorf("%v: exit %d (%s), want %d naming the object", args, code, stderr, ExitInvalidInput)
 		}
+	}
+}
+
+// TestAllocatedWhy: who wrote an allocation comes from managedFields
+// (which the fake client does not keep, hence a test of its own).
+func TestAllocatedWhy(t *testing.T) {
+	c := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{
+			Manager: "drastack-claims", Operation: metav1.ManagedFieldsOperationApply, Subresource: "status",
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:allocation":{}}}`)},
+		}}},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}},
+	}
+	if got, want := allocatedWhy(c), "; allocated by drastack-claims; reserved for no consumer yet"; got != want {
+		t.Errorf("allocatedWhy = %q, want %q", got, want)
 	}
 }
