@@ -19,6 +19,8 @@ type allocView struct {
 	exclusive []int32
 	admin     []int32
 	missing   []string // held names the pool does not publish, sorted
+	// name turns a claim key into what messages show (nil: the key).
+	name func(string) string
 	// firstFormat is, per slot, the format of the first consumption of an
 	// allocated device (formatUnset when none consumes it): reports keep
 	// the format the driver wrote, as Quantity.Add would.
@@ -90,7 +92,7 @@ func (a *allocView) problems() []Problem {
 		h := a.held[name]
 		out = append(out, newProblem(ReasonAllocatedDeviceMissing, SeverityError, "", name,
 			"device %s is allocated to %s but generation %d of the pool does not publish it",
-			name, claimList(h.claims), a.p.Generation))
+			name, claimList(a.claimNames(h.claims)), a.p.Generation))
 	}
 	for i := range a.p.Devices {
 		d := &a.p.Devices[i]
@@ -100,7 +102,7 @@ func (a *allocView) problems() []Problem {
 		h := a.held[d.Device.Name]
 		out = append(out, newProblem(ReasonDeviceDoubleAllocated, SeverityError, d.Slice.Name, d.Device.Name,
 			"device %s is allocated %d times without adminAccess (%s)",
-			d.Device.Name, a.exclusive[i], claimList(h.claims)))
+			d.Device.Name, a.exclusive[i], claimList(a.claimNames(h.claims))))
 	}
 	if a.u.over == 0 {
 		return out
@@ -131,6 +133,20 @@ func (a *allocView) consumed(slot int, capacity resource.Quantity) resource.Quan
 }
 
 // claimList names the claims holding a device, for messages.
+// claimNames are the names messages show for claim keys.
+func (a *allocView) claimNames(keys []string) []string {
+	if a.name == nil {
+		return keys
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		if out[i] = a.name(k); out[i] == "" {
+			out[i] = k
+		}
+	}
+	return out
+}
+
 func claimList(keys []string) string {
 	sorted := slices.Clone(keys)
 	slices.Sort(sorted)

@@ -48,6 +48,10 @@ type AssessInput struct {
 	// TaintRules are DeviceTaintRules; those whose selector matches a
 	// device of the pool taint it. Nil when the cluster serves none.
 	TaintRules []*resourceapi.DeviceTaintRule
+	// ClaimName names a claim in problem messages from its ledger key (a
+	// UID): namespace/name, which a person can look up. Nil, or an empty
+	// answer, leaves the key.
+	ClaimName func(key string) string
 }
 
 // Assess is AssessPool without DeviceTaintRules.
@@ -102,6 +106,7 @@ func AssessPool(p *Pool, l *Ledger, in AssessInput) Report {
 		}
 	}
 	a := newAllocView(p, held)
+	a.name = in.ClaimName
 	allocProblems := a.problems()
 	problems = append(problems, allocProblems...)
 

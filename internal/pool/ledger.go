@@ -225,6 +225,14 @@ func (l *Ledger) Holders(id ID, device string) (exclusive, admin int, claims []s
 	return int(h.exclusive), int(h.admin), claims
 }
 
+// Held says whether a recorded allocation names a device of the pool,
+// published or not: a pool whose slices are gone still matters to the
+// claims that point at it.
+func (l *Ledger) Held(id ID) bool {
+	ps := l.pools[id]
+	return ps != nil && len(ps.held) > 0
+}
+
 // Claims is the number of recorded claims.
 func (l *Ledger) Claims() int { return len(l.claims) }
 

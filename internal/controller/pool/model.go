@@ -44,6 +44,9 @@ type model struct {
 	// rules are the DeviceTaintRules by name (empty when the cluster
 	// serves none).
 	rules map[string]*resourceapi.DeviceTaintRule
+	// claimNames are namespace/name of the allocated claims by ledger key
+	// (UID), for messages.
+	claimNames map[string]string
 }
 
 func newModel() *model {
@@ -55,6 +58,7 @@ func newModel() *model {
 		incompleteSince: make(map[poolpkg.ID]time.Time),
 		built:           make(map[poolpkg.ID]*poolpkg.Pool),
 		rules:           make(map[string]*resourceapi.DeviceTaintRule),
+		claimNames:      make(map[string]string),
 	}
 }
 
@@ -160,6 +164,11 @@ func (m *model) upsertClaim(old, c *resourceapi.ResourceClaim) []poolpkg.ID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ledger.AddClaim(c)
+	if key := poolpkg.ClaimKey(c); c.Status.Allocation != nil {
+		m.claimNames[key] = c.Namespace + "/" + c.Name
+	} else {
+		delete(m.claimNames, key)
+	}
 	return touched
 }
 
@@ -169,6 +178,7 @@ func (m *model) deleteClaim(c *resourceapi.ResourceClaim) []poolpkg.ID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ledger.RemoveClaim(c)
+	delete(m.claimNames, poolpkg.ClaimKey(c))
 	return touched
 }
 
@@ -340,7 +350,15 @@ func (m *model) assess(p *poolpkg.Pool, now, since time.Time, grace time.Duratio
 	rules := m.rulesOf(p.ID)
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return poolpkg.AssessPool(p, m.ledger, poolpkg.AssessInput{Now: now, IncompleteSince: since, Grace: grace, TaintRules: rules})
+	return poolpkg.AssessPool(p, m.ledger, poolpkg.AssessInput{Now: now, IncompleteSince: since, Grace: grace, TaintRules: rules,
+		ClaimName: func(key string) string { return m.claimNames[key] }})
+}
+
+// held says whether allocated claims point at devices of the pool.
+func (m *model) held(id poolpkg.ID) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.ledger.Held(id)
 }
 
 // observeIncomplete returns since when p has been incomplete (zero when it

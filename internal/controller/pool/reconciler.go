@@ -286,8 +286,12 @@ func (r *Reconciler) validate(id poolpkg.ID, prev *v1alpha1.DevicePoolStatus, no
 	if !since.IsZero() {
 		left := since.Add(cfg.grace).Sub(now)
 		switch {
-		case gone && left <= 0:
+		case gone && left <= 0 && !r.model.held(id):
 			return verdict{expired: true}, true
+		case gone && left <= 0:
+			// Allocated claims still point at its devices: the DevicePool
+			// stays to say so until they are gone (their deletion queues
+			// the pool again).
 		case gone:
 			v.requeue = left
 		case left >= 0:
@@ -298,6 +302,9 @@ func (r *Reconciler) validate(id poolpkg.ID, prev *v1alpha1.DevicePoolStatus, no
 	}
 
 	report := r.model.assess(p, now, since, cfg.grace)
+	if why := cfg.withheld[id]; why != "" && gone {
+		report.Problems = withheldFirst(report.Problems, why)
+	}
 	var nodePresent *bool
 	if report.Node != "" {
 		nodePresent = ptr.To(r.model.hasNode(report.Node))

@@ -10,6 +10,7 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/controller/statusapply"
 	poolpkg "github.com/drastack/drastack/internal/pool"
+	"github.com/drastack/drastack/internal/topology"
 )
 
 // DevicePool condition types. Health summarises them; the conditions say
@@ -50,9 +51,20 @@ const (
 	classAllocation                     // allocations disagree: Degraded
 )
 
+// ReasonPoolWithheld leads the problems of a DevicePool whose multi-host
+// pool the central publisher withholds (its slices are gone on purpose).
+const ReasonPoolWithheld = poolpkg.Reason(topology.ReasonPoolWithheld)
+
+// withheldFirst puts the publisher's reason for withholding a pool first.
+func withheldFirst(problems []poolpkg.Problem, why string) []poolpkg.Problem {
+	out := make([]poolpkg.Problem, 0, len(problems)+1)
+	out = append(out, poolpkg.Problem{Reason: ReasonPoolWithheld, Severity: poolpkg.SeverityError, Message: why})
+	return append(out, problems...)
+}
+
 func classOf(r poolpkg.Reason) problemClass {
 	switch r {
-	case poolpkg.ReasonIncompletePool:
+	case poolpkg.ReasonIncompletePool, ReasonPoolWithheld:
 		return classIncomplete
 	case poolpkg.ReasonAllocatedDeviceMissing, poolpkg.ReasonCounterOverconsumed, poolpkg.ReasonDeviceDoubleAllocated:
 		return classAllocation
@@ -91,7 +103,12 @@ func primaryReason(r *poolpkg.Report) string {
 	case poolpkg.HealthDegraded:
 		p, _ = firstError(r.Problems, classAllocation)
 	case poolpkg.HealthIncomplete:
-		p, _ = firstError(r.Problems, classIncomplete)
+		// Before the grace period ends an incomplete pool has no
+		// IncompletePool error; a gone pool whose devices claims still
+		// hold says that instead of nothing.
+		if p, _ = firstError(r.Problems, classIncomplete); p == nil {
+			p, _ = firstError(r.Problems, classAllocation)
+		}
 	default:
 		if len(r.Problems) > 0 {
 			p = &r.Problems[0]
