@@ -34,8 +34,8 @@ import (
 // is never True before the kubelet plugin runs on every node and those
 // nodes publish ResourceSlices, a rollout stuck on the scheduler is
 // reported with the scheduler's words and, past the driver's own stall
-// limit, as RolloutStalled with one Event, and a node selector that
-// matches no node is not Ready. The operator runs with its default stall
+// limit, as RolloutStalled with one Event, and a node selector, or a
+// profile's own node affinity, that leaves no node is not Ready. The operator runs with its default stall
 // limit (5 minutes): the 10 s the test sees come from the spec.
 const (
 	rdyDriver    = "ready.example.com"
@@ -335,6 +335,27 @@ func TestDriverReadiness(t *testing.T) {
 			t.Logf("timing: selector changed -> NoMatchingNodes in %s: %s", since(begin), msg)
 			return ctx
 		}).
+		Assess("the nvidia-gpu profile's own node affinity excluding every selected node is named", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			begin := time.Now()
+			drvSetDrivers(ctx, t, crc, []v1alpha1.DriverSpec{{
+				Name:          driver.NVIDIAGPUDriver,
+				Profile:       v1alpha1.DriverProfileNVIDIAGPU,
+				NodeSelector:  map[string]string{rdyNodeLabel: "true"},
+				RemovalPolicy: v1alpha1.RemovalPolicyForce,
+			}})
+			st := drvWaitStack(ctx, t, crc, "DriversReady False NoMatchingNodes naming the profile's affinity, Ready False", func(st *v1alpha1.DRAStack) bool {
+				d := drvStatus(st, driver.NVIDIAGPUDriver)
+				dr, drReason, drMsg := drvCondition(st, v1alpha1.ConditionDriversReady)
+				ready, _, _ := drvCondition(st, v1alpha1.ConditionReady)
+				return d != nil && d.Reason == driver.ReasonNoMatchingNodes && dr == metav1.ConditionFalse && drReason == driver.ReasonNoMatchingNodes &&
+					strings.Contains(drMsg, "none of the 2 nodes the node selector {"+rdyNodeLabel+"=true} picks satisfies the profile's required node affinity") &&
+					strings.Contains(drMsg, "feature.node.kubernetes.io/pci-10de.present In (true) or nvidia.com/gpu.present In (true)") &&
+					ready == metav1.ConditionFalse
+			})
+			_, _, msg := drvCondition(st, v1alpha1.ConditionDriversReady)
+			t.Logf("timing: nvidia-gpu declared -> NoMatchingNodes in %s: %s", since(begin), msg)
+			return ctx
+		}).
 		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			if watch != nil {
@@ -352,7 +373,7 @@ func TestDriverReadiness(t *testing.T) {
 				}
 			}
 			_ = wait.PollUntilContextTimeout(ctx, pollInterval, drvTimeout, true, func(ctx context.Context) (bool, error) {
-				return len(drvSlices(ctx, t, c, rdyDriver)) == 0, nil
+				return len(drvSlices(ctx, t, c, rdyDriver)) == 0 && len(drvSlices(ctx, t, c, driver.NVIDIAGPUDriver)) == 0, nil
 			})
 			return ctx
 		}).
