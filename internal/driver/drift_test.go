@@ -99,3 +99,27 @@ func TestForeignManagers(t *testing.T) {
 		t.Error("ReplacedOnDrift: the binding is replaced on drift, a DaemonSet (which controllers annotate) is not")
 	}
 }
+
+// TestAssessApplyProblems: a DeviceClass someone else owns is an
+// ApplyConflict that says so, not "not present yet"; an object the API
+// server refuses is InvalidSpec with the entry's path, first.
+func TestAssessApplyProblems(t *testing.T) {
+	r, err := Render(input(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := r.DeviceClasses[0]
+	conflict := ApplyProblem{Object: "DeviceClass " + class, Conflict: true, Message: DescribeConflict([]metav1.StatusCause{
+		{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "kubectl-client-side-apply" using resource.k8s.io/v1`, Field: ".spec.selectors"}})}
+	a := Assess("gpu.example.com", Observed{Rendered: r, ApplyProblems: []ApplyProblem{conflict}}, Settings{})
+	if a.Status.Reason != ReasonApplyConflict || !strings.Contains(a.Status.Message, "owned by someone else (field manager kubectl-client-side-apply)") ||
+		strings.Contains(a.Status.Message, "not present yet") {
+		t.Errorf("conflict: %s: %s", a.Status.Reason, a.Status.Message)
+	}
+
+	invalid := ApplyProblem{Object: "DaemonSet x/y", Invalid: true, Message: "spec.drivers[0]: Invalid value: DaemonSet x/y: spec.minReadySeconds: must be non-negative"}
+	a = Assess("gpu.example.com", Observed{Rendered: r, ApplyProblems: []ApplyProblem{conflict, invalid}}, Settings{})
+	if a.Status.Reason != ReasonInvalidSpec || !strings.HasPrefix(a.Status.Message, "spec.drivers[0]: ") || !a.Degraded {
+		t.Errorf("invalid: %s: %s", a.Status.Reason, a.Status.Message)
+	}
+}
