@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +25,7 @@ import (
 const (
 	operatorCountsEnv  = "DRASTACK_SCALE_OPERATOR_COUNTS"
 	operatorProbeNSEnv = "DRASTACK_SCALE_OPERATOR_PROBE_NAMESPACE"
+	operatorHeapEnv    = "DRASTACK_SCALE_OPERATOR_HEAP_PROFILE"
 )
 
 // countsInterval is how often the child process writes its request counts,
@@ -54,22 +57,42 @@ func OperatorProcessMain() (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	ctx := ctrl.SetupSignalHandler()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(countsInterval):
-				_ = writeCounts(countsPath, reqs.Snapshot())
+	signalled := ctrl.SetupSignalHandler()
+	mgrCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mgrCtx) }()
+	for stopped := false; !stopped; {
+		select {
+		case <-signalled.Done():
+			if path := os.Getenv(operatorHeapEnv); path != "" {
+				// Before the manager lets go of its caches.
+				if err := writeHeapProfile(path); err != nil {
+					ctrl.Log.Error(err, "Heap profile not written")
+				}
 			}
+			cancel()
+			err, stopped = <-done, true
+		case err = <-done:
+			stopped = true
+		case <-time.After(countsInterval):
+			_ = writeCounts(countsPath, reqs.Snapshot())
 		}
-	}()
-	err = mgr.Start(ctx)
+	}
 	if werr := writeCounts(countsPath, reqs.Snapshot()); werr != nil && err == nil {
 		err = werr
 	}
 	return true, err
+}
+
+// writeHeapProfile writes the in-use heap after a collection.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
 func operatorOptions(probeNS string) operator.Options {
@@ -93,7 +116,7 @@ type runningOperator struct {
 // startOperator runs the operator under the ServiceAccount and RBAC that
 // config/default installs (cluster.DeployOperatorIdentity), in a child
 // process running exe when exe is set, else in this process.
-func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, exe, logDir string) (*runningOperator, error) {
+func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, exe, logDir, heapProfile string) (*runningOperator, error) {
 	id, err := c.DeployOperatorIdentity(ctx, deployDir)
 	if err != nil {
 		return nil, err
@@ -119,7 +142,8 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	defer log.Close()
 	r := &runningOperator{countsPath: filepath.Join(c.Dir, "operator-requests.json"), exited: make(chan error, 1)}
 	r.cmd = exec.Command(exe)
-	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS)
+	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS,
+		operatorHeapEnv+"="+heapProfile)
 	r.cmd.Stdout, r.cmd.Stderr = log, log
 	if err := r.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the operator process %s: %w", exe, err)

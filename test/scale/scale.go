@@ -90,6 +90,9 @@ type Config struct {
 	// so that its CPU time and memory can be measured. Empty runs it in
 	// this process.
 	OperatorExecutable string
+	// HeapProfile, with OperatorExecutable, is where the operator process
+	// writes its in-use heap profile when it is stopped.
+	HeapProfile string
 	// LogDir keeps the component and operator logs. Default: a temporary
 	// folder removed with the cluster.
 	LogDir string
@@ -391,7 +394,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// The operator, then the simulated driver.
 	phaseStart := time.Now()
-	op, err := startOperator(ctx, c, cfg.DeployDir, Namespace, cfg.OperatorExecutable, logDir)
+	op, err := startOperator(ctx, c, cfg.DeployDir, Namespace, cfg.OperatorExecutable, logDir, cfg.HeapProfile)
 	if err != nil {
 		return nil, err
 	}
