@@ -31,8 +31,8 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 	if limit <= 0 {
 		limit = s.e.maxSteps
 	}
-	x := s.newSearch(ctx, p, limit)
-	defer x.reset(-1) // release tentative counters and marks
+	x := s.searchFor(ctx, p, limit)
+	defer s.doneSearch(x) // release tentative counters and marks
 
 	if opts.Node != "" {
 		ni, ok := s.nodeIdx[opts.Node]
@@ -99,11 +99,35 @@ func (s *Session) planFor(claims []*resourceapi.ResourceClaim) (*plan, error) {
 	return p, nil
 }
 
-// cachedPlan is the plan of the last Allocate call (see planFor).
+// cachedPlan is the plan of the last Allocate call (see planFor) and its
+// search, idle between calls (nil while a call uses it).
 type cachedPlan struct {
 	claims   []*resourceapi.ResourceClaim
 	versions []string
 	p        *plan
+	x        *search
+}
+
+// searchFor returns a search for plan p: the cached plan's idle search
+// (its buffers are sized by the plan) or a new one.
+func (s *Session) searchFor(ctx context.Context, p *plan, limit int64) *search {
+	if c := &s.lastPlan; c.p == p && c.x != nil {
+		x := c.x
+		c.x = nil
+		x.ctx, x.limit, x.steps = ctx, limit, 0
+		return x
+	}
+	return s.newSearch(ctx, p, limit)
+}
+
+// doneSearch undoes what search x left tentatively allocated and keeps it
+// for the next call with the same plan.
+func (s *Session) doneSearch(x *search) {
+	x.reset(-1)
+	if s.lastPlan.p == x.p {
+		x.ctx = nil
+		s.lastPlan.x = x
+	}
 }
 
 // central is the central allocator: it walks the nodes in input order and
