@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,12 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -106,10 +109,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		one := func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{taintKey} }
 		err := ctrl.NewControllerManagedBy(mgr).
 			Named(TaintControllerName).
-			Watches(&v1alpha1.DRAStack{}, handler.EnqueueRequestsFromMapFunc(one)).
-			Watches(&resourceapi.DeviceTaintRule{}, handler.EnqueueRequestsFromMapFunc(one)).
-			Watches(&resourceapi.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(one)).
-			Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(one)).
+			// Status writes of the other controllers (about one a second
+			// under load) change nothing the taint loop reads.
+			Watches(&v1alpha1.DRAStack{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.Funcs{
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					a, okA := e.ObjectOld.(*v1alpha1.DRAStack)
+					b, okB := e.ObjectNew.(*v1alpha1.DRAStack)
+					return !okA || !okB || !claimpolicy.ConfigFrom(a).Equal(claimpolicy.ConfigFrom(b)) || !sameMultiHost(a, b) ||
+						!slices.Equal(a.Finalizers, b.Finalizers)
+				},
+			})).
+			// The partition reads rules' spec and labels (whose they are),
+			// slices' spec and nodes' labels; heartbeats and status writes
+			// change none of them.
+			Watches(&resourceapi.DeviceTaintRule{}, handler.EnqueueRequestsFromMapFunc(one),
+				builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+			Watches(&resourceapi.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 			WatchesRawSource(source.TypedKind(r.podCache.(cache.Cache), &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(
 				func(_ context.Context, p *corev1.Pod) []reconcile.Request {
 					// Rules wait for gated pods when the configuration goes.
@@ -195,7 +211,11 @@ func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ct
 			retrigger(b, q, kind)
 		}
 	}
-	bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.ResourceSlice{}, versionChanges[*resourceapi.ResourceSlice](changed(changeDevices), nil))).
+	// Slices and rules: only their spec reaches the engine, and the API
+	// server bumps the generation exactly when it changes (a rule's status,
+	// which kube-controller-manager writes, and metadata do not): each
+	// rebuild of a session re-reads every slice.
+	bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.ResourceSlice{}, versionChanges[*resourceapi.ResourceSlice](changed(changeDevices), specChanged[*resourceapi.ResourceSlice]))).
 		WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceClass{}, versionChanges[*resourceapi.DeviceClass](changed(changeClasses),
 			func(a, b *resourceapi.DeviceClass) bool { return a.Generation != b.Generation }))).
 		WatchesRawSource(source.TypedKind(c, &corev1.Node{}, versionChanges[*corev1.Node](changed(changeDevices),
@@ -207,10 +227,14 @@ func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ct
 					!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable)
 			})))
 	if r.taintRules {
-		bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceTaintRule{}, versionChanges[*resourceapi.DeviceTaintRule](changed(changeDevices), nil)))
+		bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceTaintRule{}, versionChanges[*resourceapi.DeviceTaintRule](changed(changeDevices), specChanged[*resourceapi.DeviceTaintRule])))
 	}
 	return bld
 }
+
+// specChanged: the object's generation moved, which the API server does
+// for every change of the spec and for nothing else.
+func specChanged[T client.Object](a, b T) bool { return a.GetGeneration() != b.GetGeneration() }
 
 // versionChanges calls changed on every create and delete, and on updates
 // that changed the object (a new resourceVersion and, when given, differ
