@@ -123,12 +123,13 @@ func ReplacedOnDrift(gk schema.GroupKind) bool {
 }
 
 // ForeignManagers are the managers of an object's main resource other than
-// the operator's own apply (self): who changed the object besides it.
-// Status and other subresources are left out.
+// the operator (self): who changed the object besides it. The operator's
+// own update (the replacement itself) is not foreign, or every reconcile
+// would replace again. Status and other subresources are left out.
 func ForeignManagers(entries []metav1.ManagedFieldsEntry, self string) []string {
 	var out []string
 	for _, e := range entries {
-		if e.Subresource != "" || (e.Manager == self && e.Operation == metav1.ManagedFieldsOperationApply) {
+		if e.Subresource != "" || e.Manager == self {
 			continue
 		}
 		if !slices.Contains(out, e.Manager) {

@@ -85,7 +85,7 @@ func TestForeignManagers(t *testing.T) {
 	}{
 		{"only the operator's apply", []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: apply}}, nil},
 		{"a kubectl edit", []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: apply}, {Manager: "kubectl-edit", Operation: update}}, []string{"kubectl-edit"}},
-		{"the operator's own update counts", []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: update}}, []string{FieldManager}},
+		{"the operator's own update (a replacement) does not count", []metav1.ManagedFieldsEntry{{Manager: FieldManager, Operation: update}}, nil},
 		{"status writers do not", []metav1.ManagedFieldsEntry{{Manager: "kube-apiserver", Operation: update, Subresource: "status"}}, nil},
 		{"each manager once", []metav1.ManagedFieldsEntry{{Manager: "a", Operation: apply}, {Manager: "a", Operation: update}}, []string{"a"}},
 	}

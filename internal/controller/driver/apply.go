@@ -72,7 +72,15 @@ func (r *Reconciler) apply(ctx context.Context, st *v1alpha1.DRAStack, d *declar
 		if drift != driver.DriftNone {
 			log.FromContext(ctx).Info("Restored an object of a driver", "driver", rd.Driver, "object", id, "drift", drift, "by", replacedFrom)
 			if r.Recorder != nil {
-				r.Recorder.Eventf(st, nil, corev1.EventTypeWarning, ReasonObjectRestored, "Restore", "Restored %s: %s%s (driver %s)", id, drift, detail, rd.Driver)
+				// The restored object is the Event's related object and the
+				// action says how: the event library folds Events that share
+				// both into one series that keeps the first note, so two
+				// objects, or a deletion and a later edit, stay apart.
+				action := "Recreate"
+				if drift == driver.DriftChanged {
+					action = "Revert"
+				}
+				r.Recorder.Eventf(st, after, corev1.EventTypeWarning, ReasonObjectRestored, action, "Restored %s: %s%s (driver %s)", id, drift, detail, rd.Driver)
 			}
 		}
 	}
