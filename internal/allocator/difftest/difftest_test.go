@@ -114,8 +114,11 @@ func FuzzDifferential(f *testing.F) {
 		f.Add(s)
 	}
 	eng := engines()
+	// The seed also picks the gate set: the defaults, every gate on, or
+	// the alpha gates off (beta and GA on).
+	gateSets := []allocator.Features{allocator.DefaultFeatures(), allocator.AllFeatures(), fuzzAlphaOff()}
 	f.Fuzz(func(t *testing.T, seed uint64) {
-		c := Generate(seed)
+		c := GenerateWith(seed, gateSets[seed%uint64(len(gateSets))])
 		problems, _ := runCase(t, eng, c)
 		for _, p := range problems {
 			t.Error(p)
@@ -142,4 +145,11 @@ func dump(t testing.TB, c *Case) {
 		return
 	}
 	t.Logf("wrote %s", path)
+}
+
+// fuzzAlphaOff is every gate on but Kubernetes 1.37's alpha ones.
+func fuzzAlphaOff() allocator.Features {
+	f := allocator.AllFeatures()
+	f.ListTypeAttributes, f.DerivedAttributes, f.CompatibilityGroups, f.OptionalNodeOperations = false, false, false, false
+	return f
 }
