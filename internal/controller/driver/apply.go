@@ -169,6 +169,11 @@ func (m *appliedMemory) forget(prefix string) {
 // after and p are the forced apply's outcome; it returns the new outcome
 // and the managers whose changes were undone (none: nothing done).
 func (r *Reconciler) replaceDrifted(ctx context.Context, u, after *unstructured.Unstructured, p *driver.ApplyProblem) (*unstructured.Unstructured, *driver.ApplyProblem, []string) {
+	if _, aggregated := u.Object["aggregationRule"]; aggregated {
+		// kube-controller-manager writes the rules of an aggregated
+		// ClusterRole (a patch may add one): that is no drift.
+		return after, p, nil
+	}
 	cur := after
 	if p != nil {
 		if !p.Invalid && !p.Conflict {
