@@ -116,6 +116,25 @@ var replacedKinds = []schema.GroupKind{
 	{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"},
 }
 
+// sharedKinds are the workloads whose fields other managers may
+// legitimately hold (an administrator tuning a DaemonSet, a tool that adds
+// tolerations): a field another manager took over is reported as
+// ApplyConflict with the manager's name, not fought over, so that two
+// writers never undo each other in a loop. A deleted workload is still
+// created again. Every other kind the operator renders is its own alone
+// (policies, bindings, RBAC, DeviceClasses, ServiceAccounts): a changed
+// field is taken back with force.
+var sharedKinds = []schema.GroupKind{
+	{Group: "apps", Kind: "DaemonSet"},
+	{Group: "apps", Kind: "Deployment"},
+}
+
+// ForcedOnDrift says whether the operator takes back, with force, a field
+// of its own object of the kind that another manager took over.
+func ForcedOnDrift(gk schema.GroupKind) bool {
+	return !slices.Contains(sharedKinds, gk)
+}
+
 // ReplacedOnDrift says whether an object of the kind is replaced as a
 // whole when another manager changed it (see replacedKinds).
 func ReplacedOnDrift(gk schema.GroupKind) bool {

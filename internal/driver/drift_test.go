@@ -123,3 +123,21 @@ func TestAssessApplyProblems(t *testing.T) {
 		t.Errorf("invalid: %s: %s", a.Status.Reason, a.Status.Message)
 	}
 }
+
+func TestForcedOnDrift(t *testing.T) {
+	for _, tc := range []struct {
+		gk   schema.GroupKind
+		want bool
+	}{
+		{schema.GroupKind{Group: "apps", Kind: "DaemonSet"}, false},
+		{schema.GroupKind{Group: "apps", Kind: "Deployment"}, false},
+		{schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}, true},
+		{schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}, true},
+		{schema.GroupKind{Group: "resource.k8s.io", Kind: "DeviceClass"}, true},
+		{schema.GroupKind{Kind: "ServiceAccount"}, true},
+	} {
+		if got := ForcedOnDrift(tc.gk); got != tc.want {
+			t.Errorf("ForcedOnDrift(%v) = %v, want %v", tc.gk, got, tc.want)
+		}
+	}
+}

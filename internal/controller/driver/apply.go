@@ -28,7 +28,9 @@ const maxProblemMessage = 300
 // namespace (applyNamespace does that). An object that exists labelled for
 // the driver is the operator's own: a field someone else took over is
 // taken back (force), which is how a deleted policy binding or an edited
-// ClusterRole is restored, with an Event naming it. An object of the same
+// ClusterRole is restored, with an Event naming it; on the plugin's
+// workloads (driver.ForcedOnDrift) such a field is reported as a conflict
+// instead, never fought over. An object of the same
 // name that the operator did not create is never forced: the conflict is
 // reported and the object left as it is. It returns the objects that
 // failed; the others are applied regardless.
@@ -44,7 +46,7 @@ func (r *Reconciler) apply(ctx context.Context, st *v1alpha1.DRAStack, d *declar
 		key := st.Name + "/" + rd.Driver + "/" + id
 		hash := renderHash(u)
 		prevHash, before := r.memory.get(key)
-		after, p := r.applyObject(ctx, u, have != nil)
+		after, p := r.applyObject(ctx, u, have != nil && driver.ForcedOnDrift(u.GroupVersionKind().GroupKind()))
 		var replacedFrom []string
 		if have != nil && driver.ReplacedOnDrift(u.GroupVersionKind().GroupKind()) {
 			after, p, replacedFrom = r.replaceDrifted(ctx, u, after, p)
