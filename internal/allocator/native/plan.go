@@ -134,6 +134,13 @@ func (s *Session) planClaim(p *plan, ci int, claim *resourceapi.ResourceClaim) e
 		r := &claim.Spec.Devices.Requests[ri]
 		sl := slot{claim: ci, req: ri}
 		if err := s.checkGates(claim, ri); err != nil {
+			if p.hasAll {
+				// kube-scheduler checks the gates request by request and
+				// gives up on a node at an earlier All request first when
+				// a pool it sees is incomplete or invalid (see deferred).
+				p.deferred = err
+				return errDeferred
+			}
 			return err
 		}
 		switch {
