@@ -194,6 +194,18 @@ func TestFeatureGates(t *testing.T) {
 		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, coresDev("a", "1500m", "500m", "300m"))},
 		claim:  regClaim([]resourceapi.DeviceRequest{coresRequest("r0", "1100m")}),
 		on:     Allocated, off: Unsatisfiable,
+	}, {
+		// kube-scheduler checks the gate request by request: it gives up
+		// at the All request r0 (its pool is incomplete) before it reaches
+		// r1's capacity request, so the claim waits instead of failing.
+		name:   "a capacity request after an All request on a node with an incomplete pool waits",
+		gate:   "DRAConsumableCapacity",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 2, resourceapi.Device{Name: "a"})},
+		claim: regClaim([]resourceapi.DeviceRequest{
+			{Name: "r0", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeAll}},
+			coresRequest("r1", "1"),
+		}),
+		on: Unsatisfiable, off: Unsatisfiable,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
