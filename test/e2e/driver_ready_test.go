@@ -128,8 +128,14 @@ func rdyStartWatch(ctx context.Context, t *testing.T, c *cluster.Cluster) *rdyWa
 
 // rdyEventCount counts the Events on the DRAStack with the reason whose
 // note starts with prefix, with the repetitions an event series folds in.
-func rdyEventCount(ctx context.Context, t *testing.T, c *cluster.Cluster, reason, prefix string) (int, []string) {
+// Only Events about the DRAStack of this test count (by UID): the suites
+// before it left Events about theirs, of the same name.
+func rdyEventCount(ctx context.Context, t *testing.T, c *cluster.Cluster, crc client.Client, reason, prefix string) (int, []string) {
 	t.Helper()
+	var st v1alpha1.DRAStack
+	if err := crc.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &st); err != nil {
+		t.Fatalf("read the DRAStack: %v", err)
+	}
 	list, err := c.Client.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list Events: %v", err)
@@ -137,7 +143,7 @@ func rdyEventCount(ctx context.Context, t *testing.T, c *cluster.Cluster, reason
 	n := 0
 	var notes []string
 	for _, e := range list.Items {
-		if e.Regarding.Kind != "DRAStack" || e.Reason != reason || !strings.HasPrefix(e.Note, prefix) {
+		if e.Regarding.Kind != "DRAStack" || e.Regarding.UID != st.UID || e.Reason != reason || !strings.HasPrefix(e.Note, prefix) {
 			continue
 		}
 		n += rdySeriesCount(e)
@@ -223,7 +229,7 @@ func TestDriverReadiness(t *testing.T) {
 				t.Fatal("the watch never saw Ready True")
 			}
 			t.Logf("the watch saw %d versions of the DRAStack, Ready True from the %dth", len(seen), trueAt+1)
-			if n, notes := rdyEventCount(ctx, t, c, "StackReady", "Ready is True"); n != 1 {
+			if n, notes := rdyEventCount(ctx, t, c, crc, "StackReady", "Ready is True"); n != 1 {
 				t.Errorf("%d Ready-is-True Events for one transition, want 1:\n%s", n, strings.Join(notes, "\n"))
 			}
 			return ctx
@@ -303,7 +309,7 @@ func TestDriverReadiness(t *testing.T) {
 			// The stall is reconciled again (busy requeue, slice and status
 			// changes); it must not be reported again.
 			time.Sleep(20 * time.Second)
-			if n, notes := rdyEventCount(ctx, t, c, driver.ReasonRolloutStalled, "driver "+rdyDriver); n != 1 {
+			if n, notes := rdyEventCount(ctx, t, c, crc, driver.ReasonRolloutStalled, "driver "+rdyDriver); n != 1 {
 				t.Errorf("%d RolloutStalled Events, want 1:\n%s", n, strings.Join(notes, "\n"))
 			}
 			return ctx
