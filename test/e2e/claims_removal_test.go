@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -146,6 +147,22 @@ func TestClaimsRemoval(t *testing.T) {
 			if !slices.Contains(st.Finalizers, claimsctrl.CleanupFinalizer) {
 				t.Fatalf("DRAStack finalizers %v: want %s while the operator's DeviceTaintRules exist", st.Finalizers, claimsctrl.CleanupFinalizer)
 			}
+
+			// A `kubectl apply` of config/default resets the caBundle the
+			// operator set: the operator watches its configuration and sets
+			// it again within seconds, not at its 5-minute check.
+			resetAt := time.Now()
+			cfgPatch := fmt.Sprintf(`[{"op":"test","path":"/webhooks/0/name","value":%q},{"op":"remove","path":"/webhooks/0/clientConfig/caBundle"}]`, claimsctrl.WebhookName)
+			if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, claimsctrl.DefaultWebhookConfigName, types.JSONPatchType, []byte(cfgPatch), metav1.PatchOptions{}); err != nil {
+				t.Fatalf("reset the caBundle: %v", err)
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+				cfg, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, claimsctrl.DefaultWebhookConfigName, metav1.GetOptions{})
+				return err == nil && len(cfg.Webhooks) > 0 && len(cfg.Webhooks[0].ClientConfig.CABundle) > 0, nil
+			}); err != nil {
+				t.Fatalf("caBundle not set again within 5 s of a reset: %v", err)
+			}
+			t.Logf("timing: caBundle reset -> set again in %s", since(resetAt))
 
 			// One immediate claim and one pod the operator places; three
 			// pods whose CEL constraint no node can meet (3 devices on

@@ -11,7 +11,10 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -50,6 +53,19 @@ type CABundleInjector struct {
 	CABundle []byte
 	// Interval between checks once injected; default 5 minutes.
 	Interval time.Duration
+	// Watch, when set, opens a watch on the configuration: any change to
+	// it (a `kubectl apply` that reset the caBundle, a re-creation) is
+	// checked at once rather than at the next Interval.
+	Watch func(ctx context.Context) (watch.Interface, error)
+}
+
+// WatchConfiguration returns a Watch for CABundleInjector: the one
+// configuration named, by a metadata.name field selector, which the
+// operator's RBAC (list and watch of that resource name) allows.
+func WatchConfiguration(cs kubernetes.Interface, name string) func(ctx context.Context) (watch.Interface, error) {
+	return func(ctx context.Context) (watch.Interface, error) {
+		return cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	}
 }
 
 // NeedLeaderElection is false: every replica serves the webhook.
@@ -63,6 +79,7 @@ func (i *CABundleInjector) Start(ctx context.Context) error {
 	if interval <= 0 {
 		interval = defaultInjectInterval
 	}
+	changes := i.changes(ctx)
 	failing := false
 	for {
 		changed, err := i.Inject(ctx)
@@ -81,8 +98,41 @@ func (i *CABundleInjector) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
+		case <-changes:
 		}
 	}
+}
+
+// changes signals every change of the configuration that Watch reports
+// (never, without Watch). A watch that ends or fails is opened again
+// after injectRetry; a signal not yet taken stands for all since.
+func (i *CABundleInjector) changes(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	if i.Watch == nil {
+		return out
+	}
+	logger := log.FromContext(ctx).WithValues("configuration", i.ConfigName)
+	go func() {
+		for ctx.Err() == nil {
+			w, err := i.Watch(ctx)
+			if err != nil {
+				logger.V(1).Info("Watching the pod webhook's configuration failed; the caBundle is still checked every interval", "err", err)
+			} else {
+				for range w.ResultChan() {
+					select {
+					case out <- struct{}{}:
+					default:
+					}
+				}
+				w.Stop()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(injectRetry):
+			}
+		}
+	}()
+	return out
 }
 
 // Inject adds this replica's CA to the webhook's caBundle unless it holds

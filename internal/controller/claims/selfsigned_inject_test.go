@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -225,5 +226,59 @@ func TestServiceSelfSignedHandshake(t *testing.T) {
 	}
 	if _, err := NewServiceSelfSigned("", DefaultNamespace, 9443); err == nil {
 		t.Error("a certificate without a Service name must be refused")
+	}
+}
+
+// TestCABundleInjectorWatch: a configuration whose caBundle someone reset
+// gets the CA again at once when the watch reports the change, not at the
+// next Interval (an hour here).
+func TestCABundleInjectorWatch(t *testing.T) {
+	ours := caPEM(t, time.Now().Add(time.Hour))
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(webhookConfig(nil)).Build()
+	fw := watch.NewFake()
+	opened := make(chan struct{}, 4)
+	inj := &CABundleInjector{Client: c, APIReader: c, ConfigName: DefaultWebhookConfigName, CABundle: ours, Interval: time.Hour,
+		Watch: func(context.Context) (watch.Interface, error) {
+			opened <- struct{}{}
+			return fw, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- inj.Start(ctx) }()
+	bundle := func() []byte {
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		if err := c.Get(ctx, client.ObjectKey{Name: DefaultWebhookConfigName}, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Webhooks[1].ClientConfig.CABundle
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10 s (the interval is an hour)", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("first injection", func() bool { return holdsCA(bundle(), ours) })
+	<-opened
+
+	// kubectl apply of config/default resets the caBundle.
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := c.Get(ctx, client.ObjectKey{Name: DefaultWebhookConfigName}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Webhooks[1].ClientConfig.CABundle = nil
+	if err := c.Update(ctx, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	fw.Modify(&cfg)
+	waitFor("injection after the reset", func() bool { return holdsCA(bundle(), ours) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Start: %v", err)
 	}
 }

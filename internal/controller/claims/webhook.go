@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/kubernetes"
 	"net/http"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -244,7 +245,12 @@ func SetupWebhook(mgr ctrl.Manager, reg *SelfRegistration) error {
 	}
 	var runnable manager.Runnable
 	if reg.ConfigName != "" {
-		runnable = &CABundleInjector{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ConfigName: reg.ConfigName, CABundle: reg.SelfSigned.CABundle}
+		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return fmt.Errorf("client for the webhook configuration: %w", err)
+		}
+		runnable = &CABundleInjector{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ConfigName: reg.ConfigName, CABundle: reg.SelfSigned.CABundle,
+			Watch: WatchConfiguration(cs, reg.ConfigName)}
 	} else {
 		runnable = &Registrar{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SelfSigned: reg.SelfSigned, Namespace: reg.Namespace}
 	}
