@@ -25,8 +25,12 @@ import (
 const FieldManager = "drastack-pool"
 
 // DefaultWorkers is how many pools are reconciled in parallel. Validation
-// is microseconds; the time goes into API writes, which overlap well.
-const DefaultWorkers = 4
+// is microseconds; the time goes into API writes, which overlap well: at
+// 1,000 nodes with 4 workers a new pool's create and status apply, 0.7 s
+// each on a loaded API server, kept the controller at 3 pools a second
+// and 10% of a core (make bench-scale). The client-side rate limit, not
+// the worker count, bounds the load on the API server.
+const DefaultWorkers = 16
 
 // Reconciler keeps one DevicePool per resource pool (driver, pool name)
 // up to date. It is driven by pool IDs, not by objects: informer events
