@@ -69,6 +69,8 @@ test: tools lint verify-generated test-unit test-e2e ## Everything CI runs: chec
 .PHONY: test-unit
 test-unit: ## Unit tests of pure packages and integration tests against the real API server.
 	go test $(GO_TEST_FLAGS) ./...
+	# The explain budget (one claim on 500 nodes x 8 devices in under 1 s), once.
+	go test ./internal/allocator/explain/ -run '^$$' -bench 'Explain500x8' -benchtime 1x
 
 .PHONY: test-e2e
 test-e2e: k8s ## End-to-end tests on the local control plane (kube-apiserver, scheduler, controller-manager, kwok).
