@@ -108,7 +108,7 @@ bench-pools: ## Pool validation at 5,000 nodes x 2 drivers: full validation, one
 	go test ./internal/controller/pool/ -run '^$$' -bench 'FullValidation|IncrementalUpdate' -benchtime 5x
 
 .PHONY: bench-scale
-bench-scale: ## The operator on 1,000 kwok nodes: pools correct after publication, a 1,000-claim burst, a 10% republish; CPU, RSS, API requests (SCALE_FLAGS='-nodes 300 -domains 2' for a smaller run).
+bench-scale: tools ## The operator on 1,000 kwok nodes: pools correct after publication, a 1,000-claim burst, a 10% republish; CPU, RSS, API requests (SCALE_FLAGS='-nodes 300 -domains 2' for a smaller run).
 	go run ./test/scale/cmd/scalebench $(SCALE_FLAGS)
 
 ##@ Build
