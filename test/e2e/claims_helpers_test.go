@@ -98,15 +98,17 @@ func clWaitWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, te
 }
 
 // clApplyClaimsSpec sets spec.claims of the DRAStack (creating it if
-// needed) and returns a function that restores what was there.
+// needed) and returns a function that restores what was there (deleting a
+// DRAStack it created, and waiting until it is gone).
 func clApplyClaimsSpec(ctx context.Context, t *testing.T, crc client.Client, spec v1alpha1.ClaimsSpec) func() {
 	t.Helper()
 	created, prev := writeStackSpec(ctx, t, crc, clTimeout, func(s *v1alpha1.DRAStackSpec) { s.Claims = spec })
+	// Call it while the operator still runs: its finalizer
+	// (claimsctrl.CleanupFinalizer) holds a DRAStack being deleted until it
+	// has removed its DeviceTaintRules.
 	return func() {
 		if created {
-			if err := crc.Delete(ctx, &v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}}); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete DRAStack: %v", err)
-			}
+			deleteStack(ctx, t, crc)
 			return
 		}
 		writeStackSpec(ctx, t, crc, clTimeout, func(s *v1alpha1.DRAStackSpec) { s.Claims = prev.Claims })

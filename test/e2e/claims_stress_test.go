@@ -560,8 +560,8 @@ func TestClaimsStress(t *testing.T) {
 				if s.watch != nil {
 					close(s.watch.stop)
 				}
-				s.op.stop()
 				s.restore()
+				s.op.stop()
 			}
 			clRemoveWebhook(ctx, t, c)
 			clDeleteNamespace(ctx, t, c, stNamespace)

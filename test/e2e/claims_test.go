@@ -610,8 +610,8 @@ func TestClaims(t *testing.T) {
 		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			if s, _ := ctx.Value(clKey{}).(*clState); s != nil {
-				s.op.stop()
 				s.restore()
+				s.op.stop()
 			}
 			clRemoveWebhook(ctx, t, c)
 			clDeleteNamespace(ctx, t, c, clNamespace)

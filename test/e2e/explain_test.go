@@ -81,9 +81,9 @@ func TestExplain(t *testing.T) {
 			}
 			restore := clApplyClaimsSpec(ctx, t, crc, v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
 				Central: []v1alpha1.CentralDevices{{Driver: exCELDriver, Classes: []string{exCELClass}}}})
-			defer restore()
 			op := clStartOperator(ctx, t, c, exNamespace)
 			defer op.stop()
+			defer restore() // before the operator stops: its finalizer holds the DRAStack
 			defer clRemoveWebhook(ctx, t, c)
 			clWaitCentral(ctx, t, c, exCELDriver)
 			begin := time.Now()
