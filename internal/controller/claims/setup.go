@@ -218,18 +218,41 @@ func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ct
 	bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.ResourceSlice{}, versionChanges[*resourceapi.ResourceSlice](changed(changeDevices), specChanged[*resourceapi.ResourceSlice]))).
 		WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceClass{}, versionChanges[*resourceapi.DeviceClass](changed(changeClasses),
 			func(a, b *resourceapi.DeviceClass) bool { return a.Generation != b.Generation }))).
-		WatchesRawSource(source.TypedKind(c, &corev1.Node{}, versionChanges[*corev1.Node](changed(changeDevices),
-			// Heartbeats change nothing here; what placement reads does:
-			// labels, cordons, taints, allocatable resources.
-			func(a, b *corev1.Node) bool {
-				return !maps.Equal(a.Labels, b.Labels) || a.Spec.Unschedulable != b.Spec.Unschedulable ||
-					!equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints) ||
-					!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable)
-			})))
+		WatchesRawSource(source.TypedKind(c, &corev1.Node{}, r.nodeChanges(b)))
 	if r.taintRules {
 		bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceTaintRule{}, versionChanges[*resourceapi.DeviceTaintRule](changed(changeDevices), specChanged[*resourceapi.DeviceTaintRule])))
 	}
 	return bld
+}
+
+// nodeChanges follows nodes. Heartbeats change nothing here. The engine
+// reads a node's labels (slices that select nodes, the central
+// partition's nodeSelector) and its declared features: a change of those
+// invalidates the session. Placement alone reads cordons, taints and
+// allocatable resources (internal/placement): a change of those only
+// retriggers what waits, without rebuilding the engine's view (nodes
+// tainted and untainted by the node lifecycle controller rebuilt it
+// hundreds of times in a 100-node burst).
+func (r *Reconciler) nodeChanges(b *book) handler.TypedEventHandler[*corev1.Node, reconcile.Request] {
+	devices := func(q queue) {
+		r.snap.invalidate()
+		retrigger(b, q, changeDevices)
+	}
+	return handler.TypedFuncs[*corev1.Node, reconcile.Request]{
+		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*corev1.Node], q queue) { devices(q) },
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Node], q queue) {
+			old, cur := e.ObjectOld, e.ObjectNew
+			switch {
+			case old.ResourceVersion == cur.ResourceVersion:
+			case !maps.Equal(old.Labels, cur.Labels) || !slices.Equal(old.Status.DeclaredFeatures, cur.Status.DeclaredFeatures):
+				devices(q)
+			case old.Spec.Unschedulable != cur.Spec.Unschedulable || !equality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints) ||
+				!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable):
+				retrigger(b, q, changeDevices)
+			}
+		},
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*corev1.Node], q queue) { devices(q) },
+	}
 }
 
 // specChanged: the object's generation moved, which the API server does

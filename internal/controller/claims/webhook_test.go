@@ -119,7 +119,7 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 		}
 	})
 
-	t.Run("the operator may get and patch that one configuration, nothing more", func(t *testing.T) {
+	t.Run("the operator may read, watch and patch that one configuration, nothing more", func(t *testing.T) {
 		var role rbacv1.ClusterRole
 		findObject(t, objs, "ClusterRole", "drastack-manager-role", &role)
 		found := false
@@ -129,8 +129,8 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 			}
 			found = true
 			slices.Sort(r.Verbs)
-			if !reflect.DeepEqual(r.ResourceNames, []string{DefaultWebhookConfigName}) || !reflect.DeepEqual(r.Verbs, []string{"get", "patch"}) {
-				t.Errorf("rule %+v, want get and patch on %s only", r, DefaultWebhookConfigName)
+			if !reflect.DeepEqual(r.ResourceNames, []string{DefaultWebhookConfigName}) || !reflect.DeepEqual(r.Verbs, []string{"get", "list", "patch", "watch"}) {
+				t.Errorf("rule %+v, want get, list, watch and patch on %s only", r, DefaultWebhookConfigName)
 			}
 		}
 		if !found {
