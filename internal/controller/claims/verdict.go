@@ -7,7 +7,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator/explain"
 	"github.com/drastack/drastack/internal/claimpolicy"
 )
@@ -21,13 +20,15 @@ const verdictTimeout = 2 * time.Second
 // got them: through central.ForOperator or ForScheduler) cannot be
 // allocated: the one-line verdict of kubectl dra explain, naming the
 // request, the step and what is short or who holds the devices. nodeFilter
-// and total are a pod's node filters (nil for an immediate claim). It is
-// empty when there is nothing to add: another engine than native (the
-// explanation is the native engine's), another outcome, or an
-// explanation that failed or found that the claims fit after all (the
-// state changed meanwhile).
-func (r *Reconciler) verdict(ctx context.Context, engine string, outcome claimpolicy.Outcome, claims []*resourceapi.ResourceClaim, nodeFilter map[string]string, total int) string {
-	if outcome != claimpolicy.OutcomeUnsatisfiable || engine != string(v1alpha1.EngineNative) {
+// and total are a pod's node filters (nil for an immediate claim). The
+// explanation is the native engine's, whichever engine allocates (as
+// kubectl dra explain explains kube-scheduler's claims; the differential
+// test keeps the engines in agreement). It is empty when there is nothing
+// to add: another outcome, or an explanation that failed or found that
+// the claims fit after all (the state changed meanwhile, or the engines
+// disagree: then the engine's own message stands alone).
+func (r *Reconciler) verdict(ctx context.Context, _ string, outcome claimpolicy.Outcome, claims []*resourceapi.ResourceClaim, nodeFilter map[string]string, total int) string {
+	if outcome != claimpolicy.OutcomeUnsatisfiable {
 		return ""
 	}
 	in, err := r.snap.inputs(ctx)

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/allocator/upstream"
 	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
@@ -46,5 +48,25 @@ func TestUnsatisfiableEventsCarryVerdict(t *testing.T) {
 	evs = e.events()
 	if !hasEvent(evs, corev1.EventTypeWarning, string(claimpolicy.OutcomeUnsatisfiable), "request gpu:", "allocated to ns/i1, ns/i2; 1 needed", "n1") {
 		t.Errorf("pod events %q: want an Unsatisfiable Event with the verdict", evs)
+	}
+}
+
+// TestVerdictWithUpstreamEngine: with spec.claims.engine upstream the
+// Event carries the same verdict, from the native engine's explanation.
+func TestVerdictWithUpstreamEngine(t *testing.T) {
+	ctx := context.Background()
+	st := stack("mh")
+	st.Spec.Claims.Engine = v1alpha1.EngineUpstream
+	e := newEnv(t, interceptor.Funcs{}, st, gpuClass(), node("n1", "4"),
+		poolSlice("mh", "a"), immediateClaim("i1"), immediateClaim("i2"), immediateClaim("i3"))
+	e.r.Engines[string(v1alpha1.EngineUpstream)] = upstream.New()
+	e.tainted()
+	for _, name := range []string{"i1", "i2", "i3"} {
+		if _, err := e.r.Reconcile(ctx, reqOf(tns, name)); err != nil {
+			t.Fatalf("Reconcile %s: %v", name, err)
+		}
+	}
+	if evs := e.events(); !hasEvent(evs, corev1.EventTypeWarning, string(claimpolicy.OutcomeUnsatisfiable), "upstream", "request gpu:", "allocated to ns/i1, ns/i2; 1 needed") {
+		t.Errorf("claim events %q: want the upstream engine's Unsatisfiable Event with the verdict", evs)
 	}
 }
