@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,7 +24,35 @@ var explainScenarios = []struct {
 	{"cel-constraint", []string{"enough devices for every request", "CEL constraints"}},
 	{"invalid-pool", []string{"on node-1", "pools not used: broken.example.com/node-1-broken (Invalid, MissingCounterSet)"}},
 	{"incomplete-pool", []string{"on node-2", "pools not used: fpga.example.com/node-2-fpga (Incomplete, IncompletePool: 1 of 2 slices)"}},
+	{"capacity", []string{"on node-4", "0 after capacity left on shared devices"}},
 	{"fits", []string{"fits on node-2: default/h100 gpu: gpu.example.com/node-2/gpu-0"}},
+}
+
+// TestSimulateExplainSeedScenarios pins simulate --explain for the seed
+// scenarios (test/scenarios): every claim explained, allocated or not.
+func TestSimulateExplainSeedScenarios(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "test", "scenarios", "*", "cluster.yaml"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no seed scenarios found: %v", err)
+	}
+	for _, file := range dirs {
+		name := filepath.Base(filepath.Dir(file))
+		t.Run(name, func(t *testing.T) {
+			code, table, stderr := run(t, "", nil, "simulate", "--explain", "-f", file)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !strings.HasPrefix(table, "Claim ") {
+				t.Errorf("output does not start with a claim's verdict: %q", firstLine(table))
+			}
+			golden(t, "explain-seed-"+name+".txt", table)
+		})
+	}
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
 }
 
 // TestSimulateExplainGolden pins the table and the JSON of simulate
