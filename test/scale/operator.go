@@ -26,6 +26,7 @@ const (
 	operatorCountsEnv  = "DRASTACK_SCALE_OPERATOR_COUNTS"
 	operatorProbeNSEnv = "DRASTACK_SCALE_OPERATOR_PROBE_NAMESPACE"
 	operatorHeapEnv    = "DRASTACK_SCALE_OPERATOR_HEAP_PROFILE"
+	operatorCPUEnv     = "DRASTACK_SCALE_OPERATOR_CPU_PROFILE"
 )
 
 // countsInterval is how often the child process writes its request counts,
@@ -56,6 +57,19 @@ func OperatorProcessMain() (bool, error) {
 	mgr, err := operator.New(reqs.Wrap(cfg), operatorOptions(os.Getenv(operatorProbeNSEnv)))
 	if err != nil {
 		return true, err
+	}
+	if path := os.Getenv(operatorCPUEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return true, fmt.Errorf("create the CPU profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return true, fmt.Errorf("start the CPU profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
 	}
 	signalled := ctrl.SetupSignalHandler()
 	mgrCtx, cancel := context.WithCancel(context.Background())
@@ -116,7 +130,7 @@ type runningOperator struct {
 // startOperator runs the operator under the ServiceAccount and RBAC that
 // config/default installs (cluster.DeployOperatorIdentity), in a child
 // process running exe when exe is set, else in this process.
-func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, exe, logDir, heapProfile string) (*runningOperator, error) {
+func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, exe, logDir, heapProfile, cpuProfile string) (*runningOperator, error) {
 	id, err := c.DeployOperatorIdentity(ctx, deployDir)
 	if err != nil {
 		return nil, err
@@ -143,7 +157,7 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	r := &runningOperator{countsPath: filepath.Join(c.Dir, "operator-requests.json"), exited: make(chan error, 1)}
 	r.cmd = exec.Command(exe)
 	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS,
-		operatorHeapEnv+"="+heapProfile)
+		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile)
 	r.cmd.Stdout, r.cmd.Stderr = log, log
 	if err := r.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the operator process %s: %w", exe, err)

@@ -93,6 +93,9 @@ type Config struct {
 	// HeapProfile, with OperatorExecutable, is where the operator process
 	// writes its in-use heap profile when it is stopped.
 	HeapProfile string
+	// CPUProfile, with OperatorExecutable, is where the operator process
+	// writes its CPU profile of the whole run.
+	CPUProfile string
 	// LogDir keeps the component and operator logs. Default: a temporary
 	// folder removed with the cluster.
 	LogDir string
@@ -394,7 +397,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// The operator, then the simulated driver.
 	phaseStart := time.Now()
-	op, err := startOperator(ctx, c, cfg.DeployDir, Namespace, cfg.OperatorExecutable, logDir, cfg.HeapProfile)
+	op, err := startOperator(ctx, c, cfg.DeployDir, Namespace, cfg.OperatorExecutable, logDir, cfg.HeapProfile, cfg.CPUProfile)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,7 @@ func run() error {
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 20*time.Minute, "bound of each wait")
 	flag.StringVar(&cfg.LogDir, "log-dir", "", "keep component and operator logs here")
 	flag.StringVar(&cfg.HeapProfile, "heap-profile", "", "write the operator's in-use heap profile here when it stops")
+	flag.StringVar(&cfg.CPUProfile, "cpu-profile", "", "write the operator's CPU profile of the whole run here")
 	root := flag.String("root", ".", "repository root (for config/)")
 	timeout := flag.Duration("timeout", 90*time.Minute, "bound of the whole run")
 	flag.Parse()
