@@ -103,6 +103,8 @@ func TestExplainLive(t *testing.T) {
 	if strings.Contains(out, "Nodes node-1") {
 		t.Errorf("node-1 is ruled out by the pod's filters but explained:\n%s", out)
 	}
+	// The node-filter obstacle, pinned as the other obstacles are.
+	golden(t, "explain-node-filter.txt", out)
 
 	code, js, stderr := run(t, "", c, "explain", "claim/big", "-n", "ml", "-o", "json")
 	if code != ExitOK {
