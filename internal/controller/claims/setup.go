@@ -226,9 +226,12 @@ func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ct
 }
 
 // nodeChanges follows nodes. Heartbeats change nothing here. The engine
-// reads a node's labels (slices that select nodes, the central
-// partition's nodeSelector) and its declared features: a change of those
-// invalidates the session. Placement alone reads cordons, taints and
+// reads a node's declared features and the labels that slices or the
+// central entries select on (snapshot.labelsMatter): a change of those
+// invalidates the session. A change of other labels (a pod's nodeSelector
+// may read them) only retriggers placements; at 1,000 nodes the
+// beta.kubernetes.io labels kube-controller-manager adds to new nodes
+// otherwise rebuilt the session faster than it could be built. Placement alone reads cordons, taints and
 // allocatable resources (internal/placement): a change of those only
 // retriggers what waits, without rebuilding the engine's view (nodes
 // tainted and untainted by the node lifecycle controller rebuilt it
@@ -244,9 +247,10 @@ func (r *Reconciler) nodeChanges(b *book) handler.TypedEventHandler[*corev1.Node
 			old, cur := e.ObjectOld, e.ObjectNew
 			switch {
 			case old.ResourceVersion == cur.ResourceVersion:
-			case !maps.Equal(old.Labels, cur.Labels) || !slices.Equal(old.Status.DeclaredFeatures, cur.Status.DeclaredFeatures):
+			case !slices.Equal(old.Status.DeclaredFeatures, cur.Status.DeclaredFeatures) ||
+				(!maps.Equal(old.Labels, cur.Labels) && r.snap.labelsMatter(old.Labels, cur.Labels)):
 				devices(q)
-			case old.Spec.Unschedulable != cur.Spec.Unschedulable || !equality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints) ||
+			case !maps.Equal(old.Labels, cur.Labels) || old.Spec.Unschedulable != cur.Spec.Unschedulable || !equality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints) ||
 				!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable):
 				retrigger(b, q, changeDevices)
 			}

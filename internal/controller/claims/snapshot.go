@@ -72,6 +72,10 @@ type snapshot struct {
 	// kept only for a session that is current or being built.
 	toRecord []*resourceapi.ResourceClaim
 	written  map[types.UID]written
+	// labelKeys are the node label keys the current session's slices and
+	// central entries read (central.LabelKeys); nil without a session, when
+	// every label change counts.
+	labelKeys map[string]bool
 }
 
 type written struct {
@@ -98,7 +102,16 @@ func (s *snapshot) invalidate() {
 // keeps using its own reference to the stale session.
 func (s *snapshot) bump() {
 	s.version++
-	s.session, s.recorded, s.toRecord = nil, map[types.UID]bool{}, nil
+	s.session, s.recorded, s.toRecord, s.labelKeys = nil, map[types.UID]bool{}, nil, nil
+}
+
+// labelsMatter says whether a node's label change, old to cur, can change
+// what the current session sees: it touches a key that its slices or the
+// central entries select on, or there is no session to judge by.
+func (s *snapshot) labelsMatter(old, cur map[string]string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.labelKeys == nil || central.LabelsChanged(s.labelKeys, old, cur)
 }
 
 // current says whether the session is up to date or being built, so that
@@ -240,6 +253,7 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 	}
 	s.session, s.sessionEngine, s.sessionVersion, s.recorded = sess, e.Name(), version, recorded
 	s.sessionFeatures = *in.Features
+	s.labelKeys = central.LabelKeys(in.Slices, s.cfg.get().Central)
 	// The caches were read at one moment and the reservations (written) at
 	// another: an allocation whose cache event arrived in between is in
 	// neither, but in toRecord. Record those, and every reservation the

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
 )
 
@@ -245,4 +246,29 @@ func patchKinds(log *patchLog) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestLabelsMatter: once a session exists, only node label changes on keys
+// its slices or central entries select on rebuild it.
+func TestLabelsMatter(t *testing.T) {
+	e := newEnv(t, interceptor.Funcs{}, stack("mh"), gpuClass(), node("n1", "4"), poolSlice("mh", "a"))
+	s := e.r.snap
+	added := map[string]string{"beta.kubernetes.io/arch": "amd64"}
+	if !s.labelsMatter(nil, added) {
+		t.Fatal("without a session every label change must count")
+	}
+	if err := s.withSession(context.Background(), e.r.Engines["native"], func(allocator.Session) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if s.labelsMatter(nil, added) {
+		t.Errorf("a label no slice or entry selects on rebuilt the session (keys %v)", s.labelKeys)
+	}
+	s.labelKeys["tpu-domain"] = true // as a slice with a per-device node selector on it would
+	if !s.labelsMatter(map[string]string{"tpu-domain": "d1"}, map[string]string{"tpu-domain": "d2"}) {
+		t.Error("a change of a selected label must count")
+	}
+	s.invalidate()
+	if !s.labelsMatter(nil, added) {
+		t.Error("after an invalidation every label change must count again")
+	}
 }
