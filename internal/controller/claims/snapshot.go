@@ -74,8 +74,12 @@ type snapshot struct {
 	written  map[types.UID]written
 	// labelKeys are the node label keys the current session's slices and
 	// central entries read (central.LabelKeys); nil without a session, when
-	// every label change counts.
-	labelKeys map[string]bool
+	// every label change counts. buildingKeys are those of the session
+	// being built, from the slices it read: a label change that touches none
+	// of them cannot make it stale, so it does not start the build over
+	// (on a new 1,000-node cluster, label updates came faster than a build).
+	labelKeys    map[string]bool
+	buildingKeys map[string]bool
 }
 
 type written struct {
@@ -102,7 +106,7 @@ func (s *snapshot) invalidate() {
 // keeps using its own reference to the stale session.
 func (s *snapshot) bump() {
 	s.version++
-	s.session, s.recorded, s.toRecord, s.labelKeys = nil, map[types.UID]bool{}, nil, nil
+	s.session, s.recorded, s.toRecord, s.labelKeys, s.buildingKeys = nil, map[types.UID]bool{}, nil, nil, nil
 }
 
 // labelsMatter says whether a node's label change, old to cur, can change
@@ -111,7 +115,11 @@ func (s *snapshot) bump() {
 func (s *snapshot) labelsMatter(old, cur map[string]string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.labelKeys == nil || central.LabelsChanged(s.labelKeys, old, cur)
+	keys := s.labelKeys
+	if s.building {
+		keys = s.buildingKeys
+	}
+	return keys == nil || central.LabelsChanged(keys, old, cur)
 }
 
 // current says whether the session is up to date or being built, so that
@@ -225,7 +233,7 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 	defer func() {
 		if !built {
 			s.mu.Lock()
-			s.building = false
+			s.building, s.buildingKeys = false, nil
 			s.mu.Unlock()
 		}
 	}()
@@ -234,6 +242,14 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 	if err != nil {
 		return nil, err
 	}
+	keys := central.LabelKeys(in.Slices, s.cfg.get().Central)
+	s.mu.Lock()
+	if s.version == version {
+		// The caches were read: from now on only changes of these keys
+		// can make this build stale.
+		s.buildingKeys = keys
+	}
+	s.mu.Unlock()
 	sess, err := e.NewSession(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("start %s engine session: %w", e.Name(), err)
@@ -253,7 +269,7 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 	}
 	s.session, s.sessionEngine, s.sessionVersion, s.recorded = sess, e.Name(), version, recorded
 	s.sessionFeatures = *in.Features
-	s.labelKeys = central.LabelKeys(in.Slices, s.cfg.get().Central)
+	s.labelKeys, s.buildingKeys = keys, nil
 	// The caches were read at one moment and the reservations (written) at
 	// another: an allocation whose cache event arrived in between is in
 	// neither, but in toRecord. Record those, and every reservation the

@@ -271,4 +271,17 @@ func TestLabelsMatter(t *testing.T) {
 	if !s.labelsMatter(nil, added) {
 		t.Error("after an invalidation every label change must count again")
 	}
+	// A build that has read the caches judges by the keys of what it read.
+	s.mu.Lock()
+	s.building, s.buildingKeys = true, map[string]bool{"tpu-domain": true}
+	s.mu.Unlock()
+	if s.labelsMatter(nil, added) {
+		t.Error("a label the build does not select on made it stale")
+	}
+	if !s.labelsMatter(nil, map[string]string{"tpu-domain": "d1"}) {
+		t.Error("a label the build selects on must make it stale")
+	}
+	s.mu.Lock()
+	s.building = false
+	s.mu.Unlock()
 }
