@@ -108,18 +108,10 @@ func runRepeated(ctx context.Context, spec workload.Spec, name, mode string, bud
 // is checked before each claim, so the last claim may overrun it by up to
 // the per-claim timeout.
 func runOne(ctx context.Context, spec workload.Spec, name string, eng allocator.Engine, budget, timeout time.Duration, log io.Writer) (Row, error) {
-	w := spec.Build()
-	row := Row{Workload: spec.Name, Engine: name, Mode: modeCentral, Total: len(w.Claims)}
-
-	setup := time.Now()
-	sess, err := eng.NewSession(ctx, w.Inputs)
+	w, sess, row, err := prepare(ctx, spec, name, eng, modeCentral)
 	if err != nil {
-		return row, fmt.Errorf("new session: %w", err)
+		return row, err
 	}
-	row.SetupSeconds = time.Since(setup).Seconds()
-	// Garbage from building the workload and the session is not the
-	// claims' to pay for: collect it before the clock starts.
-	runtime.GC()
 
 	var latencies, allocated, unsatisfiable []time.Duration
 	start := time.Now()
@@ -139,10 +131,8 @@ func runOne(ctx context.Context, spec workload.Spec, name string, eng allocator.
 		case err == nil:
 			row.Allocated++
 			allocated = append(allocated, took)
-			done := claim.DeepCopy()
-			done.Status.Allocation = results[0].Allocation
-			if err := sess.Record(done); err != nil {
-				return row, fmt.Errorf("record claim %s: %w", claim.Name, err)
+			if err := record(sess, claim, results[0].Allocation); err != nil {
+				return row, err
 			}
 		case errors.Is(err, context.DeadlineExceeded) || timedOut:
 			row.TimedOut++
@@ -158,16 +148,8 @@ func runOne(ctx context.Context, spec workload.Spec, name string, eng allocator.
 			}
 		}
 	}
-	row.Seconds = time.Since(start).Seconds()
 	row.Calls = row.Claims
-	if row.Seconds > 0 {
-		row.ClaimsPerSecond = float64(row.Claims) / row.Seconds
-		row.CallsPerSecond = float64(row.Calls) / row.Seconds
-	}
-	row.P50Seconds = percentile(latencies, 0.50).Seconds()
-	row.P99Seconds = percentile(latencies, 0.99).Seconds()
-	row.P99AllocatedSeconds = percentile(allocated, 0.99).Seconds()
-	row.P99UnsatisfiableSeconds = percentile(unsatisfiable, 0.99).Seconds()
+	row.finish(start, latencies, allocated, unsatisfiable)
 	return row, nil
 }
 
@@ -181,16 +163,10 @@ func runOne(ctx context.Context, spec workload.Spec, name string, eng allocator.
 // found an allocation, "unsat" for calls that proved there is none on
 // that node. The budget is checked before each call.
 func runPerNode(ctx context.Context, spec workload.Spec, name string, eng allocator.Engine, budget, timeout time.Duration, log io.Writer) (Row, error) {
-	w := spec.Build()
-	row := Row{Workload: spec.Name, Engine: name, Mode: modePerNode, Total: len(w.Claims)}
-
-	setup := time.Now()
-	sess, err := eng.NewSession(ctx, w.Inputs)
+	w, sess, row, err := prepare(ctx, spec, name, eng, modePerNode)
 	if err != nil {
-		return row, fmt.Errorf("new session: %w", err)
+		return row, err
 	}
-	row.SetupSeconds = time.Since(setup).Seconds()
-	runtime.GC()
 
 	var latencies, allocated, unsatisfiable []time.Duration
 	start := time.Now()
@@ -233,10 +209,8 @@ claims:
 		switch {
 		case first != nil:
 			row.Allocated++
-			done := claim.DeepCopy()
-			done.Status.Allocation = first
-			if err := sess.Record(done); err != nil {
-				return row, fmt.Errorf("record claim %s: %w", claim.Name, err)
+			if err := record(sess, claim, first); err != nil {
+				return row, err
 			}
 		case timedOut:
 			row.TimedOut++
@@ -248,6 +222,40 @@ claims:
 			row.Unsatisfiable++
 		}
 	}
+	row.finish(start, latencies, allocated, unsatisfiable)
+	return row, nil
+}
+
+// prepare builds a fresh workload and its engine session for one row,
+// timing the session as setup.
+func prepare(ctx context.Context, spec workload.Spec, name string, eng allocator.Engine, mode string) (*workload.Workload, allocator.Session, Row, error) {
+	w := spec.Build()
+	row := Row{Workload: spec.Name, Engine: name, Mode: mode, Total: len(w.Claims)}
+	setup := time.Now()
+	sess, err := eng.NewSession(ctx, w.Inputs)
+	if err != nil {
+		return w, nil, row, fmt.Errorf("new session: %w", err)
+	}
+	row.SetupSeconds = time.Since(setup).Seconds()
+	// Garbage from building the workload and the session is not the
+	// claims' to pay for: collect it before the clock starts.
+	runtime.GC()
+	return w, sess, row, nil
+}
+
+// record adds a claim's allocation to the session before the next claim.
+func record(sess allocator.Session, claim *resourceapi.ResourceClaim, alloc *resourceapi.AllocationResult) error {
+	done := claim.DeepCopy()
+	done.Status.Allocation = alloc
+	if err := sess.Record(done); err != nil {
+		return fmt.Errorf("record claim %s: %w", claim.Name, err)
+	}
+	return nil
+}
+
+// finish sets the row's rates and latency percentiles from a run that
+// started at start.
+func (row *Row) finish(start time.Time, latencies, allocated, unsatisfiable []time.Duration) {
 	row.Seconds = time.Since(start).Seconds()
 	if row.Seconds > 0 {
 		row.ClaimsPerSecond = float64(row.Claims) / row.Seconds
@@ -257,7 +265,6 @@ claims:
 	row.P99Seconds = percentile(latencies, 0.99).Seconds()
 	row.P99AllocatedSeconds = percentile(allocated, 0.99).Seconds()
 	row.P99UnsatisfiableSeconds = percentile(unsatisfiable, 0.99).Seconds()
-	return row, nil
 }
 
 // percentile is the nearest-rank percentile; zero for no samples.
