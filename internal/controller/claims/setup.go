@@ -115,8 +115,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				UpdateFunc: func(e event.UpdateEvent) bool {
 					a, okA := e.ObjectOld.(*v1alpha1.DRAStack)
 					b, okB := e.ObjectNew.(*v1alpha1.DRAStack)
-					return !okA || !okB || !claimpolicy.ConfigFrom(a).Equal(claimpolicy.ConfigFrom(b)) || !sameMultiHost(a, b) ||
-						!slices.Equal(a.Finalizers, b.Finalizers)
+					return !okA || !okB || configChanged(a, b) || !slices.Equal(a.Finalizers, b.Finalizers)
 				},
 			})).
 			// The partition reads rules' spec and labels (whose they are),
@@ -450,7 +449,7 @@ func (r *Reconciler) configHandler(b *book, all func(context.Context) []reconcil
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*v1alpha1.DRAStack], q queue) {
 			// Status writes of the other controllers change nothing here.
-			if !claimpolicy.ConfigFrom(e.ObjectOld).Equal(claimpolicy.ConfigFrom(e.ObjectNew)) || !sameMultiHost(e.ObjectOld, e.ObjectNew) {
+			if configChanged(e.ObjectOld, e.ObjectNew) {
 				apply(ctx, e.ObjectNew, q)
 			}
 		},
@@ -460,6 +459,13 @@ func (r *Reconciler) configHandler(b *book, all func(context.Context) []reconcil
 			}
 		},
 	}
+}
+
+// configChanged says whether a DRAStack update changed what the claim
+// controller reads of it: the claim configuration or the drivers it
+// publishes (status writes of the other controllers do not).
+func configChanged(old, cur *v1alpha1.DRAStack) bool {
+	return !claimpolicy.ConfigFrom(old).Equal(claimpolicy.ConfigFrom(cur)) || !sameMultiHost(old, cur)
 }
 
 // sameMultiHost: the drivers the operator publishes did not change.
