@@ -76,7 +76,7 @@ func TestSimulateExplainGolden(t *testing.T) {
 			if len(out.Explanations) != 1 {
 				t.Fatalf("%d explanations, want 1", len(out.Explanations))
 			}
-			first, _, _ := strings.Cut(table, "\n")
+			first := firstLine(table)
 			if !strings.Contains(first, out.Explanations[0].Verdict) {
 				t.Errorf("table does not start with the verdict %q: %q", out.Explanations[0].Verdict, first)
 			}
