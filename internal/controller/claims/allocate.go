@@ -207,7 +207,7 @@ func (r *Reconciler) claimFailed(ctx context.Context, claim *resourceapi.Resourc
 		msg += noCentralHint(r.cfg.get())
 	}
 	if r.claims.record(key, failure{outcome: outcome, message: msg}) {
-		why := r.verdict(ctx, engine, outcome, []*resourceapi.ResourceClaim{central.ForOperator(claim)}, nil, 0)
+		why := r.verdict(ctx, outcome, []*resourceapi.ResourceClaim{central.ForOperator(claim)}, nil, 0)
 		r.event(claim, corev1.EventTypeWarning, string(outcome), "Allocate", "%s engine: %s%s", engine, withVerdict(msg, why), retryHint(outcome))
 	}
 	return r.retryOf(ctx, key, outcome, err)

@@ -250,7 +250,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 			last = errors.New(unplaceableMessage(total, nodeReasons, misses) + noCentralHint(cfg))
 		}
 		return p.failed(ctx, pod, engine.Name(), outcome, last, func() string {
-			return r.verdict(ctx, engine.Name(), outcome, claims, nodeReasons, total)
+			return r.verdict(ctx, outcome, claims, nodeReasons, total)
 		})
 	}
 	for i, c := range pc.toPlace {

@@ -27,7 +27,7 @@ const verdictTimeout = 2 * time.Second
 // to add: another outcome, or an explanation that failed or found that
 // the claims fit after all (the state changed meanwhile, or the engines
 // disagree: then the engine's own message stands alone).
-func (r *Reconciler) verdict(ctx context.Context, _ string, outcome claimpolicy.Outcome, claims []*resourceapi.ResourceClaim, nodeFilter map[string]string, total int) string {
+func (r *Reconciler) verdict(ctx context.Context, outcome claimpolicy.Outcome, claims []*resourceapi.ResourceClaim, nodeFilter map[string]string, total int) string {
 	if outcome != claimpolicy.OutcomeUnsatisfiable {
 		return ""
 	}
