@@ -546,10 +546,15 @@ func TestClaimsStress(t *testing.T) {
 			f := floor.result(time.Time{}, time.Time{})
 			slices.Sort(seen)
 			slices.Sort(windowFloor)
-			t.Logf("latency immediate claim seen -> allocation seen by an independent watcher, bursts without restart (n=%d): p50 %s, p99 %s; the API server's own latency for a trivial status patch while those claims were allocated (n=%d): p50 %s, p99 %s; ratio of the p99s %.1fx",
+			// The measure: claim created -> allocation written, both
+			// as one independent watch delivers them, against the floor the
+			// claims stood on (the patches sent while they were allocated);
+			// the ratio to the whole-burst floor is printed beside it.
+			t.Logf("latency claim created -> allocation written (immediate claims, the claim's creation and its allocation as an independent watch delivers them), bursts without restart (n=%d): p50 %s, p99 %s; the API server's own latency for a trivial status patch while those claims were allocated (n=%d): p50 %s, p99 %s; ratio of the p99s %.1fx (%.1fx to the whole-burst floor below)",
 				len(seen), percentile(seen, 50), percentile(seen, 99), len(windowFloor), percentile(windowFloor, 50), percentile(windowFloor, 99),
-				float64(percentile(seen, 99))/float64(max(percentile(windowFloor, 99), time.Millisecond)))
-			t.Logf("latency immediate claim created -> allocation seen, bursts without restart (n=%d): p50 %s, p99 %s; the API server's own latency for a trivial status patch in the same bursts (n=%d): p50 %s, p99 %s; ratio of the p99s %.1fx",
+				float64(percentile(seen, 99))/float64(max(percentile(windowFloor, 99), time.Millisecond)),
+				float64(percentile(seen, 99))/float64(max(percentile(floor.result(time.Time{}, time.Time{}), 99), time.Millisecond)))
+			t.Logf("latency immediate claim create request sent -> allocation seen, bursts without restart (n=%d): p50 %s, p99 %s; the API server's own latency for a trivial status patch in the same bursts (n=%d): p50 %s, p99 %s; ratio of the p99s %.1fx",
 				len(immediate), percentile(immediate, 50), percentile(immediate, 99), len(f), percentile(f, 50), percentile(f, 99),
 				float64(percentile(immediate, 99))/float64(max(percentile(f, 99), time.Millisecond)))
 			return ctx

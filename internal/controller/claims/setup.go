@@ -138,6 +138,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return fmt.Errorf("build the %s controller: %w", TaintControllerName, err)
 		}
 	}
+	if err := mgr.Add(&sessionWarmer{r: r}); err != nil {
+		return fmt.Errorf("add the engine session warmer: %w", err)
+	}
 	if err := mgr.Add(&statusWriter{r: r, interval: r.StatusInterval}); err != nil {
 		return fmt.Errorf("add the DRAStack claim status writer: %w", err)
 	}
