@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -151,14 +152,22 @@ func TestClaimsRemoval(t *testing.T) {
 			// A `kubectl apply` of config/default resets the caBundle the
 			// operator set: the operator watches its configuration and sets
 			// it again within seconds, not at its 5-minute check.
+			before, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, claimsctrl.DefaultWebhookConfigName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate := slices.IndexFunc(before.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == claimsctrl.WebhookName })
+			if gate < 0 {
+				t.Fatalf("%s has no webhook %s", claimsctrl.DefaultWebhookConfigName, claimsctrl.WebhookName)
+			}
 			resetAt := time.Now()
-			cfgPatch := fmt.Sprintf(`[{"op":"test","path":"/webhooks/0/name","value":%q},{"op":"remove","path":"/webhooks/0/clientConfig/caBundle"}]`, claimsctrl.WebhookName)
+			cfgPatch := fmt.Sprintf(`[{"op":"test","path":"/webhooks/%d/name","value":%q},{"op":"remove","path":"/webhooks/%d/clientConfig/caBundle"}]`, gate, claimsctrl.WebhookName, gate)
 			if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, claimsctrl.DefaultWebhookConfigName, types.JSONPatchType, []byte(cfgPatch), metav1.PatchOptions{}); err != nil {
 				t.Fatalf("reset the caBundle: %v", err)
 			}
 			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
 				cfg, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, claimsctrl.DefaultWebhookConfigName, metav1.GetOptions{})
-				return err == nil && len(cfg.Webhooks) > 0 && len(cfg.Webhooks[0].ClientConfig.CABundle) > 0, nil
+				return err == nil && len(cfg.Webhooks) > gate && len(cfg.Webhooks[gate].ClientConfig.CABundle) > 0, nil
 			}); err != nil {
 				t.Fatalf("caBundle not set again within 5 s of a reset: %v", err)
 			}

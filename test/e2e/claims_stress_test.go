@@ -72,6 +72,10 @@ type stState struct {
 type stWatch struct {
 	mu          sync.Mutex
 	seenAt      map[string]time.Time // claim first seen (the watch's ADDED event)
+	// protected tells, by class, how many claims had the delete-protection
+	// finalizer when first seen (added at creation by the claim webhook)
+	// and how many did not.
+	protected map[string][2]int
 	allocatedAt map[string]time.Time
 	runningAt   map[string]time.Time
 	allocations map[string]string
@@ -117,7 +121,7 @@ func (w *stWatch) track(name string, results []resourceapi.DeviceRequestAllocati
 
 func startWatch(t *testing.T, c *cluster.Cluster) *stWatch {
 	t.Helper()
-	w := &stWatch{seenAt: map[string]time.Time{}, allocatedAt: map[string]time.Time{}, runningAt: map[string]time.Time{}, allocations: map[string]string{},
+	w := &stWatch{seenAt: map[string]time.Time{}, protected: map[string][2]int{}, allocatedAt: map[string]time.Time{}, runningAt: map[string]time.Time{}, allocations: map[string]string{},
 		deallocations: map[string]int{}, holders: map[string]string{}, held: map[string][]string{}, reported: map[string]bool{}, stop: make(chan struct{})}
 	f := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(stNamespace))
 	onClaim := func(obj any) {
@@ -129,6 +133,15 @@ func startWatch(t *testing.T, c *cluster.Cluster) *stWatch {
 		defer w.mu.Unlock()
 		if _, seen := w.seenAt[cl.Name]; !seen {
 			w.seenAt[cl.Name] = time.Now()
+			if rs := cl.Spec.Devices.Requests; len(rs) > 0 && rs[0].Exactly != nil {
+				n := w.protected[rs[0].Exactly.DeviceClassName]
+				if claimpolicy.HasFinalizer(cl) {
+					n[0]++
+				} else {
+					n[1]++
+				}
+				w.protected[rs[0].Exactly.DeviceClassName] = n
+			}
 		}
 		if cl.Status.Allocation == nil {
 			w.track(cl.Name, nil)
@@ -192,6 +205,7 @@ func (w *stWatch) reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	clear(w.seenAt)
+	clear(w.protected)
 	clear(w.allocatedAt)
 	clear(w.runningAt)
 	clear(w.allocations)
@@ -498,8 +512,21 @@ func TestClaimsStress(t *testing.T) {
 						}
 					}
 					s.watch.mu.Unlock()
-				} else if len(ungated) > 0 {
-					t.Errorf("CEL pods admitted without the gate while the operator ran: %v", ungated)
+				} else {
+					if len(ungated) > 0 {
+						t.Errorf("CEL pods admitted without the gate while the operator ran: %v", ungated)
+					}
+					// The claim webhook protects the operator's claims at
+					// creation, and only them.
+					s.watch.mu.Lock()
+					op, sched := s.watch.protected[stClass], s.watch.protected[stOpenClass]
+					s.watch.mu.Unlock()
+					if op[1] > 0 || op[0] != perKind {
+						t.Errorf("operator claims created with the delete-protection finalizer: %d, without: %d; want all %d with", op[0], op[1], perKind)
+					}
+					if sched[0] > 0 {
+						t.Errorf("%d of kube-scheduler's claims were created with the delete-protection finalizer", sched[0])
+					}
 				}
 				s.watch.checkViolations(t)
 				checkEverythingAllocated(ctx, t, c, 2*perKind)

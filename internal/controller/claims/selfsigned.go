@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -191,9 +192,9 @@ func (s *SelfSigned) TLSOption(cfg *tls.Config) {
 	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &s.cert, nil }
 }
 
-// URL is where the API server calls the webhook.
-func (s *SelfSigned) URL() string {
-	u := url.URL{Scheme: "https", Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), Path: WebhookPath}
+// URL is where the API server calls the webhook served at path.
+func (s *SelfSigned) URL(path string) string {
+	u := url.URL{Scheme: "https", Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), Path: path}
 	return u.String()
 }
 
@@ -216,11 +217,12 @@ func (g *Registrar) NeedLeaderElection() bool { return false }
 
 // Start registers the webhook, retrying until it succeeds or ctx ends.
 func (g *Registrar) Start(ctx context.Context) error {
-	url := g.SelfSigned.URL()
-	want := GateWebhook(admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: g.SelfSigned.CABundle}, g.Namespace)
+	want := Webhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(g.SelfSigned.URL(path)), CABundle: g.SelfSigned.CABundle}
+	}, g.Namespace)
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := g.apply(ctx, want); err != nil {
-			log.FromContext(ctx).Error(err, "Registering the pod webhook failed; retrying")
+			log.FromContext(ctx).Error(err, "Registering the webhooks failed; retrying")
 			return false, nil
 		}
 		return true, nil
@@ -228,17 +230,17 @@ func (g *Registrar) Start(ctx context.Context) error {
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
-	log.FromContext(ctx).Info("Registered the pod webhook", "configuration", SelfSignedWebhookConfigName, "url", url)
+	log.FromContext(ctx).Info("Registered the webhooks", "configuration", SelfSignedWebhookConfigName, "url", g.SelfSigned.URL(""))
 	return nil
 }
 
-func (g *Registrar) apply(ctx context.Context, want admissionregistrationv1.MutatingWebhook) error {
+func (g *Registrar) apply(ctx context.Context, want []admissionregistrationv1.MutatingWebhook) error {
 	var cur admissionregistrationv1.MutatingWebhookConfiguration
 	err := g.APIReader.Get(ctx, client.ObjectKey{Name: SelfSignedWebhookConfigName}, &cur)
 	if apierrors.IsNotFound(err) {
 		cur = admissionregistrationv1.MutatingWebhookConfiguration{
 			ObjectMeta: metav1.ObjectMeta{Name: SelfSignedWebhookConfigName, Labels: map[string]string{"app.kubernetes.io/part-of": "drastack"}},
-			Webhooks:   []admissionregistrationv1.MutatingWebhook{want},
+			Webhooks:   want,
 		}
 		return g.Client.Create(ctx, &cur)
 	}
@@ -247,15 +249,19 @@ func (g *Registrar) apply(ctx context.Context, want admissionregistrationv1.Muta
 	}
 	// Compared after the API server's defaulting of want's unset fields
 	// (objectSelector), so that an unchanged registration is not written.
-	if len(cur.Webhooks) == 1 {
-		got := cur.Webhooks[0]
-		if got.ObjectSelector != nil && len(got.ObjectSelector.MatchLabels) == 0 && len(got.ObjectSelector.MatchExpressions) == 0 {
-			got.ObjectSelector = nil
+	if len(cur.Webhooks) == len(want) {
+		same := true
+		for i := range want {
+			got := cur.Webhooks[i]
+			if got.ObjectSelector != nil && len(got.ObjectSelector.MatchLabels) == 0 && len(got.ObjectSelector.MatchExpressions) == 0 {
+				got.ObjectSelector = nil
+			}
+			same = same && equality.Semantic.DeepEqual(got, want[i])
 		}
-		if equality.Semantic.DeepEqual(got, want) {
+		if same {
 			return nil
 		}
 	}
-	cur.Webhooks = []admissionregistrationv1.MutatingWebhook{want}
+	cur.Webhooks = want
 	return g.Client.Update(ctx, &cur)
 }

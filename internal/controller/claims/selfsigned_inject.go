@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,10 +38,10 @@ const (
 // CABundleInjector makes the API server trust the operator's self-signed
 // certificate through the MutatingWebhookConfiguration that config/default
 // installs (`make deploy`, no OLM and no certificate mounted): it patches
-// the caBundle of the claim-gate webhook in that one configuration, and
-// nothing else of it. It runs on every replica (each serves the webhook
-// with its own CA), keeps the CAs of up to maxOtherCAs other replicas, and
-// checks again every Interval.
+// the caBundle of the operator's webhooks (the pod gate and the claim
+// finalizer) in that one configuration, and nothing else of it. It runs on
+// every replica (each serves the webhook with its own CA), keeps the CAs of
+// up to maxOtherCAs other replicas, and checks again every Interval.
 type CABundleInjector struct {
 	// Client patches the configuration; APIReader reads it (the operator
 	// does not cache webhook configurations, and its RBAC allows get and
@@ -135,37 +136,43 @@ func (i *CABundleInjector) changes(ctx context.Context) <-chan struct{} {
 	return out
 }
 
-// Inject adds this replica's CA to the webhook's caBundle unless it holds
-// it already, and reports whether it wrote. The patch names the webhook
-// by index and tests its name and the resourceVersion, so it never writes
-// another webhook or a configuration it did not read.
+// Inject adds this replica's CA to the caBundle of each of the operator's
+// webhooks (webhookNames) in the configuration that does not hold it
+// already, and reports whether it wrote. The pod gate must be there; the
+// claim webhook may be missing (a configuration from before it existed).
+// The patch names each webhook by index and tests its name and the
+// resourceVersion, so it never writes another webhook or a configuration
+// it did not read.
 func (i *CABundleInjector) Inject(ctx context.Context) (bool, error) {
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
 	if err := i.APIReader.Get(ctx, client.ObjectKey{Name: i.ConfigName}, &cfg); err != nil {
 		return false, fmt.Errorf("read MutatingWebhookConfiguration %s: %w", i.ConfigName, err)
 	}
-	index := -1
+	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": cfg.ResourceVersion}}
+	gate := false
 	for n, w := range cfg.Webhooks {
-		if w.Name == WebhookName {
-			index = n
+		if !slices.Contains(webhookNames, w.Name) {
+			continue
 		}
+		gate = gate || w.Name == WebhookName
+		current := w.ClientConfig.CABundle
+		if holdsCA(current, i.CABundle) {
+			// Also when other replicas' CAs come first: reordering would
+			// make the replicas take turns writing.
+			continue
+		}
+		path := "/webhooks/" + strconv.Itoa(n)
+		ops = append(ops,
+			map[string]any{"op": "test", "path": path + "/name", "value": w.Name},
+			map[string]any{"op": "add", "path": path + "/clientConfig/caBundle", "value": mergeCABundle(current, i.CABundle, time.Now())})
 	}
-	if index < 0 {
+	if !gate {
 		return false, fmt.Errorf("MutatingWebhookConfiguration %s has no webhook %s", i.ConfigName, WebhookName)
 	}
-	current := cfg.Webhooks[index].ClientConfig.CABundle
-	if holdsCA(current, i.CABundle) {
-		// Also when other replicas' CAs come first: reordering would make
-		// the replicas take turns writing.
+	if len(ops) == 1 {
 		return false, nil
 	}
-	want := mergeCABundle(current, i.CABundle, time.Now())
-	path := "/webhooks/" + strconv.Itoa(index)
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/resourceVersion", "value": cfg.ResourceVersion},
-		{"op": "test", "path": path + "/name", "value": WebhookName},
-		{"op": "add", "path": path + "/clientConfig/caBundle", "value": want},
-	})
+	patch, err := json.Marshal(ops)
 	if err != nil {
 		return false, fmt.Errorf("encode caBundle patch: %w", err)
 	}

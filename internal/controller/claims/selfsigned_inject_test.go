@@ -25,7 +25,7 @@ import (
 
 // webhookConfig is config/default's configuration as `make deploy` creates
 // it: no caBundle yet, and another webhook before ours so that the patch
-// must find ours by name.
+// must find ours by name (the pod gate, then the claim webhook).
 func webhookConfig(caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
 	svc := func(path string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
@@ -36,9 +36,11 @@ func webhookConfig(caBundle []byte) *admissionregistrationv1.MutatingWebhookConf
 	other.ClientConfig.CABundle = []byte("other webhook's own bundle")
 	ours := GateWebhook(svc(WebhookPath), "")
 	ours.ClientConfig.CABundle = caBundle
+	claims := FinalizerWebhook(svc(ClaimWebhookPath), "")
+	claims.ClientConfig.CABundle = caBundle
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: DefaultWebhookConfigName},
-		Webhooks:   []admissionregistrationv1.MutatingWebhook{other, ours},
+		Webhooks:   []admissionregistrationv1.MutatingWebhook{other, ours, claims},
 	}
 }
 
@@ -131,6 +133,20 @@ func TestCABundleInjector(t *testing.T) {
 			wantErr: "has no webhook " + WebhookName,
 		},
 		{
+			name: "a configuration from before the claim webhook: the pod gate's is set",
+			existing: []client.Object{func() client.Object {
+				c := webhookConfig(nil)
+				c.Webhooks = c.Webhooks[:2]
+				return c
+			}()},
+			wantWrite: true,
+			wantBundle: func(t *testing.T, got []byte) {
+				if !bytes.Equal(got, ours) {
+					t.Errorf("caBundle = %q, want ours only", got)
+				}
+			},
+		},
+		{
 			name:      "a conflicting write: an error to retry",
 			existing:  []client.Object{webhookConfig(nil)},
 			patchErr:  conflict,
@@ -174,6 +190,9 @@ func TestCABundleInjector(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.wantBundle(t, got.Webhooks[1].ClientConfig.CABundle)
+			if len(got.Webhooks) > 2 && !bytes.Equal(got.Webhooks[2].ClientConfig.CABundle, got.Webhooks[1].ClientConfig.CABundle) {
+				t.Errorf("the claim webhook's caBundle %q differs from the pod gate's %q", got.Webhooks[2].ClientConfig.CABundle, got.Webhooks[1].ClientConfig.CABundle)
+			}
 			if string(got.Webhooks[0].ClientConfig.CABundle) != "other webhook's own bundle" {
 				t.Errorf("the other webhook's caBundle was changed to %q", got.Webhooks[0].ClientConfig.CABundle)
 			}

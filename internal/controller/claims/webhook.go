@@ -40,8 +40,9 @@ import (
 // the webhook is unreachable are not gated, so kube-scheduler may allocate
 // their operator-allocated claims itself (without the CEL constraints;
 // immediate claims are still allocated by the operator first in the usual
-// case, since they exist before their pods). The claims themselves are
-// never touched by the webhook. timeoutSeconds is short for the same
+// case, since they exist before their pods). This webhook never touches
+// claims (the claim webhook of claimwebhook.go only adds the
+// delete-protection finalizer to new ones). timeoutSeconds is short for the same
 // reason: a slow operator must not slow every pod creation.
 //
 // Only pods that can need the gate reach the webhook at all:
@@ -194,17 +195,23 @@ func gatePatch(pod *corev1.Pod) jsonpatch.JsonPatchOperation {
 // get reads from the cache, and from the API server when the cache does
 // not have the object or cannot answer (not started yet).
 func (g *PodGate) get(ctx context.Context, key types.NamespacedName, obj client.Object) (bool, error) {
-	err := g.Client.Get(ctx, key, obj)
+	return readThrough(ctx, g.Client, g.APIReader, key, obj)
+}
+
+// readThrough reads obj from cache, and from api (when set) if the cache
+// does not have it or cannot answer; it reports whether obj was found.
+func readThrough(ctx context.Context, cache, api client.Reader, key types.NamespacedName, obj client.Object) (bool, error) {
+	err := cache.Get(ctx, key, obj)
 	if err == nil {
 		return true, nil
 	}
-	if g.APIReader == nil {
+	if api == nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
 		return false, err
 	}
-	err = g.APIReader.Get(ctx, key, obj)
+	err = api.Get(ctx, key, obj)
 	switch {
 	case err == nil:
 		return true, nil
@@ -230,12 +237,17 @@ type SelfRegistration struct {
 	Namespace string
 }
 
-// SetupWebhook serves PodGate on the manager's webhook server. With reg
-// it also points the API server at it: it registers the webhook (outside
+// SetupWebhook serves PodGate and ClaimFinalizer on the manager's webhook
+// server. With reg it also points the API server at it: it registers the webhook (outside
 // the cluster) or sets the caBundle of config/default's configuration;
 // without, OLM registers it from the bundle.
 func SetupWebhook(mgr ctrl.Manager, reg *SelfRegistration) error {
 	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: &PodGate{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Decoder:   admission.NewDecoder(mgr.GetScheme()),
+	}})
+	mgr.GetWebhookServer().Register(ClaimWebhookPath, &admission.Webhook{Handler: &ClaimFinalizer{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Decoder:   admission.NewDecoder(mgr.GetScheme()),

@@ -3,6 +3,7 @@ package claims
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"maps"
 	"net"
 	"os"
 	"reflect"
@@ -46,13 +47,14 @@ func findObject(t *testing.T, objs []*unstructured.Unstructured, kind, name stri
 	t.Fatalf("no %s %q in the build", kind, name)
 }
 
-// TestWebhookConfigurationsAgree keeps the places the pod webhook is
-// defined one webhook: the +kubebuilder:webhook marker (controller-gen's
+// TestWebhookConfigurationsAgree keeps the places the operator's webhooks
+// (the pod gate and the claim finalizer) are defined the same webhooks: the
+// +kubebuilder:webhook markers (controller-gen's
 // config/webhook/manifests.yaml), what `make deploy` installs
 // (config/default, with its Service, the names the operator looks for and
 // the RBAC that lets it set the caBundle), what a self-signed operator
-// registers (GateWebhook) and the bundle's webhook definition (which
-// cannot carry matchConditions and namespaceSelector, see
+// registers (Webhooks) and the bundle's webhook definitions (which cannot
+// carry matchConditions and namespaceSelector, see
 // internal/bundle/webhooks.go).
 func TestWebhookConfigurationsAgree(t *testing.T) {
 	data, err := os.ReadFile("../../../config/webhook/manifests.yaml")
@@ -63,22 +65,44 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 	if err := yaml.Unmarshal(data, &generated); err != nil {
 		t.Fatal(err)
 	}
-	if len(generated.Webhooks) != 1 {
-		t.Fatalf("config/webhook/manifests.yaml has %d webhooks, want 1", len(generated.Webhooks))
+	paths := map[string]string{WebhookName: WebhookPath, ClaimWebhookName: ClaimWebhookPath}
+	none := func(string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{}
 	}
-	want := GateWebhook(admissionregistrationv1.WebhookClientConfig{}, "")
+	wants := Webhooks(none, "")
+	// byName checks that hooks are the operator's webhooks, one each,
+	// and returns them by name with their clientConfig path and the
+	// clientConfig cleared.
+	byName := func(t *testing.T, hooks []admissionregistrationv1.MutatingWebhook) (map[string]admissionregistrationv1.MutatingWebhook, map[string]*admissionregistrationv1.ServiceReference) {
+		t.Helper()
+		out := map[string]admissionregistrationv1.MutatingWebhook{}
+		svcs := map[string]*admissionregistrationv1.ServiceReference{}
+		for _, h := range hooks {
+			if _, ok := paths[h.Name]; !ok {
+				t.Errorf("webhook %s is not one of the operator's %v", h.Name, webhookNames)
+			}
+			svcs[h.Name] = h.ClientConfig.Service
+			h.ClientConfig = admissionregistrationv1.WebhookClientConfig{}
+			out[h.Name] = h
+		}
+		if len(out) != len(webhookNames) || len(hooks) != len(webhookNames) {
+			t.Fatalf("webhooks %v, want one each of %v", slices.Collect(maps.Keys(out)), webhookNames)
+		}
+		return out, svcs
+	}
 
-	t.Run("the marker is GateWebhook", func(t *testing.T) {
-		got := generated.Webhooks[0]
-		if got.ClientConfig.Service == nil || got.ClientConfig.Service.Path == nil || *got.ClientConfig.Service.Path != WebhookPath {
-			t.Errorf("generated webhook path = %+v, want %s", got.ClientConfig.Service, WebhookPath)
-		}
-		got.ClientConfig = admissionregistrationv1.WebhookClientConfig{}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("marker-generated webhook\n%+v\ndiffers from GateWebhook\n%+v\n(run make manifests after changing either)", got, want)
-		}
-		if *want.FailurePolicy != admissionregistrationv1.Ignore {
-			t.Error("the pod webhook must fail open (see the comment in webhook.go)")
+	t.Run("the markers are Webhooks", func(t *testing.T) {
+		got, svcs := byName(t, generated.Webhooks)
+		for _, want := range wants {
+			if svc := svcs[want.Name]; svc == nil || svc.Path == nil || *svc.Path != paths[want.Name] {
+				t.Errorf("generated webhook %s path = %+v, want %s", want.Name, svc, paths[want.Name])
+			}
+			if !reflect.DeepEqual(got[want.Name], want) {
+				t.Errorf("marker-generated webhook\n%+v\ndiffers from Webhooks\n%+v\n(run make manifests after changing either)", got[want.Name], want)
+			}
+			if *want.FailurePolicy != admissionregistrationv1.Ignore {
+				t.Errorf("webhook %s must fail open (see the comment in webhook.go)", want.Name)
+			}
 		}
 	})
 
@@ -87,20 +111,18 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 	findObject(t, objs, "Deployment", "", &deployment)
 	namespace := deployment.Namespace
 
-	t.Run("make deploy installs GateWebhook behind its Service, under the names the operator uses", func(t *testing.T) {
+	t.Run("make deploy installs Webhooks behind their Service, under the names the operator uses", func(t *testing.T) {
 		var cfg admissionregistrationv1.MutatingWebhookConfiguration
 		findObject(t, objs, "MutatingWebhookConfiguration", DefaultWebhookConfigName, &cfg)
-		if len(cfg.Webhooks) != 1 {
-			t.Fatalf("%d webhooks, want 1", len(cfg.Webhooks))
-		}
-		got := cfg.Webhooks[0]
-		svc := got.ClientConfig.Service
-		if svc == nil || svc.Name != DefaultWebhookServiceName || svc.Namespace != namespace || svc.Path == nil || *svc.Path != WebhookPath {
-			t.Errorf("clientConfig.service = %+v, want %s/%s%s", svc, namespace, DefaultWebhookServiceName, WebhookPath)
-		}
-		got.ClientConfig = admissionregistrationv1.WebhookClientConfig{}
-		if w := GateWebhook(admissionregistrationv1.WebhookClientConfig{}, namespace); !reflect.DeepEqual(got, w) {
-			t.Errorf("config/default's webhook\n%+v\ndiffers from GateWebhook for namespace %s\n%+v", got, namespace, w)
+		got, svcs := byName(t, cfg.Webhooks)
+		for _, w := range Webhooks(none, namespace) {
+			svc := svcs[w.Name]
+			if svc == nil || svc.Name != DefaultWebhookServiceName || svc.Namespace != namespace || svc.Path == nil || *svc.Path != paths[w.Name] {
+				t.Errorf("webhook %s: clientConfig.service = %+v, want %s/%s%s", w.Name, svc, namespace, DefaultWebhookServiceName, paths[w.Name])
+			}
+			if !reflect.DeepEqual(got[w.Name], w) {
+				t.Errorf("config/default's webhook\n%+v\ndiffers from Webhooks for namespace %s\n%+v", got[w.Name], namespace, w)
+			}
 		}
 		if namespace != DefaultNamespace {
 			t.Errorf("config/default installs into %s, DefaultNamespace is %s", namespace, DefaultNamespace)
@@ -138,7 +160,7 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 		}
 	})
 
-	t.Run("the bundle's definition carries every field OLM has", func(t *testing.T) {
+	t.Run("the bundle's definitions carry every field OLM has", func(t *testing.T) {
 		data, err := os.ReadFile("../../../bundle/manifests/drastack.clusterserviceversion.yaml")
 		if err != nil {
 			t.Fatal(err)
@@ -161,20 +183,26 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 		if err := yaml.Unmarshal(data, &csv); err != nil {
 			t.Fatal(err)
 		}
-		if len(csv.Spec.WebhookDefinitions) != 1 {
-			t.Fatalf("%d webhook definitions, want 1", len(csv.Spec.WebhookDefinitions))
+		var hooks []admissionregistrationv1.MutatingWebhook
+		for _, d := range csv.Spec.WebhookDefinitions {
+			if d.WebhookPath != paths[d.GenerateName] {
+				t.Errorf("bundle webhook definition %s has path %s, want %s", d.GenerateName, d.WebhookPath, paths[d.GenerateName])
+			}
+			hooks = append(hooks, admissionregistrationv1.MutatingWebhook{
+				Name: d.GenerateName, Rules: d.Rules, FailurePolicy: d.FailurePolicy, MatchPolicy: d.MatchPolicy,
+				SideEffects: d.SideEffects, TimeoutSeconds: d.TimeoutSeconds, AdmissionReviewVersions: d.AdmissionReviewVersions,
+				ReinvocationPolicy: d.ReinvocationPolicy,
+			})
 		}
-		d := csv.Spec.WebhookDefinitions[0]
-		got := admissionregistrationv1.MutatingWebhook{
-			Name: d.GenerateName, Rules: d.Rules, FailurePolicy: d.FailurePolicy, MatchPolicy: d.MatchPolicy,
-			SideEffects: d.SideEffects, TimeoutSeconds: d.TimeoutSeconds, AdmissionReviewVersions: d.AdmissionReviewVersions,
-			ReinvocationPolicy: d.ReinvocationPolicy,
+		got, _ := byName(t, hooks)
+		for _, want := range wants {
+			g := got[want.Name]
 			// Not carried by OLM: the OperatorGroup decides the namespaces
-			// and the handler checks spec.resourceClaims itself.
-			MatchConditions: want.MatchConditions, NamespaceSelector: want.NamespaceSelector,
-		}
-		if !reflect.DeepEqual(got, want) || d.WebhookPath != WebhookPath {
-			t.Errorf("bundle webhook definition\n%+v (path %s)\ndiffers from GateWebhook\n%+v", got, d.WebhookPath, want)
+			// and the handlers check their conditions themselves.
+			g.MatchConditions, g.NamespaceSelector = want.MatchConditions, want.NamespaceSelector
+			if !reflect.DeepEqual(g, want) {
+				t.Errorf("bundle webhook definition\n%+v\ndiffers from Webhooks\n%+v", g, want)
+			}
 		}
 	})
 }
@@ -245,7 +273,7 @@ func TestSelfSignedHandshake(t *testing.T) {
 		t.Error("a client without the CA must not trust the certificate")
 	}
 	ss.Port = 9443
-	if got, want := ss.URL(), "https://"+net.JoinHostPort("127.0.0.1", "9443")+WebhookPath; got != want {
+	if got, want := ss.URL(WebhookPath), "https://"+net.JoinHostPort("127.0.0.1", "9443")+WebhookPath; got != want {
 		t.Errorf("URL = %s, want %s", got, want)
 	}
 }
