@@ -70,12 +70,12 @@ type stState struct {
 // first seen Running, from informers (the test's own view, independent of
 // the operator's metrics).
 type stWatch struct {
-	mu          sync.Mutex
-	seenAt      map[string]time.Time // claim first seen (the watch's ADDED event)
+	mu     sync.Mutex
+	seenAt map[string]time.Time // claim first seen (the watch's ADDED event)
 	// protected tells, by class, how many claims had the delete-protection
 	// finalizer when first seen (added at creation by the claim webhook)
 	// and how many did not.
-	protected map[string][2]int
+	protected   map[string][2]int
 	allocatedAt map[string]time.Time
 	runningAt   map[string]time.Time
 	allocations map[string]string
