@@ -9,12 +9,9 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/claimpolicy"
 )
 
@@ -97,15 +94,8 @@ func (f *ClaimFinalizer) Handle(ctx context.Context, req admission.Request) admi
 	if claimpolicy.HasFinalizer(&claim) {
 		return admission.Allowed("")
 	}
-	var st v1alpha1.DRAStack
-	var stack *v1alpha1.DRAStack
-	if found, err := readThrough(ctx, f.Client, f.APIReader, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st); err != nil {
-		log.FromContext(ctx).Error(err, "Reading the DRAStack failed; claim admitted without the finalizer")
-		return admission.Allowed("")
-	} else if found {
-		stack = &st
-	}
-	if claimpolicy.SelectClaim(claimpolicy.ConfigFrom(stack), &claim) == claimpolicy.WhyNone {
+	cfg, ok := admissionConfig(ctx, f.Client, f.APIReader, "claim admitted without the finalizer")
+	if !ok || claimpolicy.SelectClaim(cfg, &claim) == claimpolicy.WhyNone {
 		return admission.Allowed("")
 	}
 	return admission.Patched("", finalizerPatch(&claim))

@@ -152,17 +152,10 @@ func (g *PodGate) Handle(ctx context.Context, req admission.Request) admission.R
 	if ns == "" {
 		ns = pod.Namespace
 	}
-	var st v1alpha1.DRAStack
-	var stack *v1alpha1.DRAStack
-	if found, err := g.get(ctx, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st); err != nil {
-		// Without the configuration nothing can be decided; Ignore
-		// semantics: let the pod through ungated.
-		log.FromContext(ctx).Error(err, "Reading the DRAStack failed; pod admitted without a gate")
+	cfg, ok := admissionConfig(ctx, g.Client, g.APIReader, "pod admitted without a gate")
+	if !ok {
 		return admission.Allowed("")
-	} else if found {
-		stack = &st
 	}
-	cfg := claimpolicy.ConfigFrom(stack)
 	claimLookup := func(name string) (*resourceapi.ResourceClaim, bool) {
 		var c resourceapi.ResourceClaim
 		found, err := g.get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &c)
@@ -196,6 +189,23 @@ func gatePatch(pod *corev1.Pod) jsonpatch.JsonPatchOperation {
 // not have the object or cannot answer (not started yet).
 func (g *PodGate) get(ctx context.Context, key types.NamespacedName, obj client.Object) (bool, error) {
 	return readThrough(ctx, g.Client, g.APIReader, key, obj)
+}
+
+// admissionConfig reads the claim configuration for an admission handler.
+// Without it nothing can be decided: it logs the error with what the
+// handler does instead (Ignore semantics, the object is let through
+// unchanged) and reports false.
+func admissionConfig(ctx context.Context, cache, api client.Reader, instead string) (claimpolicy.Config, bool) {
+	var st v1alpha1.DRAStack
+	found, err := readThrough(ctx, cache, api, types.NamespacedName{Name: v1alpha1.DRAStackName}, &st)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "Reading the DRAStack failed; "+instead)
+		return claimpolicy.Config{}, false
+	}
+	if !found {
+		return claimpolicy.ConfigFrom(nil), true
+	}
+	return claimpolicy.ConfigFrom(&st), true
 }
 
 // readThrough reads obj from cache, and from api (when set) if the cache
