@@ -80,6 +80,12 @@ type snapshot struct {
 	// (on a new 1,000-node cluster, label updates came faster than a build).
 	labelKeys    map[string]bool
 	buildingKeys map[string]bool
+	// changedKeys are the label keys changed on some node while a build
+	// was reading the caches, before its keys were known: the build
+	// judges them once it knows its keys (keysRead). Bumping at once made
+	// every build at 1,000 nodes stale while kube-controller-manager
+	// labelled nodes (about five a second for three minutes).
+	changedKeys map[string]bool
 }
 
 type written struct {
@@ -118,8 +124,46 @@ func (s *snapshot) labelsMatter(old, cur map[string]string) bool {
 	keys := s.labelKeys
 	if s.building {
 		keys = s.buildingKeys
+		if keys == nil {
+			// The build has not read its slices yet: it decides once it
+			// has (keysRead).
+			if s.changedKeys == nil {
+				s.changedKeys = map[string]bool{}
+			}
+			for k, v := range cur {
+				if w, ok := old[k]; !ok || w != v {
+					s.changedKeys[k] = true
+				}
+			}
+			for k := range old {
+				if _, ok := cur[k]; !ok {
+					s.changedKeys[k] = true
+				}
+			}
+			return false
+		}
 	}
 	return keys == nil || central.LabelsChanged(keys, old, cur)
+}
+
+// keysRead records the label keys of the build of version, from the
+// slices and central entries it read, and reports whether the build is
+// still current: a label changed meanwhile on one of those keys makes it
+// stale; changes of other keys are forgotten. The caller holds s.mu.
+func (s *snapshot) keysRead(version uint64, keys map[string]bool) bool {
+	changed := s.changedKeys
+	s.changedKeys = nil
+	if s.version != version {
+		return false
+	}
+	for k := range changed {
+		if keys[k] {
+			s.bump()
+			return false
+		}
+	}
+	s.buildingKeys = keys
+	return true
 }
 
 // current says whether the session is up to date or being built, so that
@@ -227,13 +271,13 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 	}
 	version := s.version
 	s.toRecord = nil
-	s.building = true
+	s.building, s.changedKeys = true, nil
 	s.mu.Unlock()
 	built := false
 	defer func() {
 		if !built {
 			s.mu.Lock()
-			s.building, s.buildingKeys = false, nil
+			s.building, s.buildingKeys, s.changedKeys = false, nil, nil
 			s.mu.Unlock()
 		}
 	}()
@@ -244,12 +288,13 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 	}
 	keys := central.LabelKeys(in.Slices, s.cfg.get().Central)
 	s.mu.Lock()
-	if s.version == version {
-		// The caches were read: from now on only changes of these keys
-		// can make this build stale.
-		s.buildingKeys = keys
-	}
+	// The caches were read: from now on only changes of these keys can
+	// make this build stale.
+	current := s.keysRead(version, keys)
 	s.mu.Unlock()
+	if !current {
+		return nil, errSessionChanged
+	}
 	sess, err := e.NewSession(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("start %s engine session: %w", e.Name(), err)

@@ -248,8 +248,10 @@ func patchKinds(log *patchLog) []string {
 	return out
 }
 
-// TestLabelsMatter: once a session exists, only node label changes on keys
-// its slices or central entries select on rebuild it.
+// TestLabelsMatter: once a session exists, or a build has read its slices,
+// only node label changes on keys its slices or central entries select on
+// rebuild it; changes while a build reads the caches are judged when it
+// knows its keys.
 func TestLabelsMatter(t *testing.T) {
 	e := newEnv(t, interceptor.Funcs{}, stack("mh"), gpuClass(), node("n1", "4"), poolSlice("mh", "a"))
 	s := e.r.snap
@@ -284,4 +286,44 @@ func TestLabelsMatter(t *testing.T) {
 	s.mu.Lock()
 	s.building = false
 	s.mu.Unlock()
+
+	// A build that has not read the caches yet judges the changes made
+	// meanwhile once it knows its keys.
+	for _, tc := range []struct {
+		name   string
+		old    map[string]string
+		cur    map[string]string
+		stale  bool
+		remove bool
+	}{
+		{name: "a label no slice selects on is added", cur: added},
+		{name: "a selected label changes", old: map[string]string{"tpu-domain": "d1"}, cur: map[string]string{"tpu-domain": "d2"}, stale: true},
+		{name: "a selected label is removed", old: map[string]string{"tpu-domain": "d1", "x": "y"}, cur: map[string]string{"x": "y"}, stale: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.mu.Lock()
+			s.building, s.buildingKeys, s.changedKeys = true, nil, nil
+			version := s.version
+			s.mu.Unlock()
+			if s.labelsMatter(tc.old, tc.cur) {
+				t.Error("a label change before the build read its slices invalidated it at once")
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.version != version {
+				t.Fatal("the version changed before the build knew its keys")
+			}
+			current := s.keysRead(version, map[string]bool{"tpu-domain": true})
+			if current == tc.stale || (s.version != version) != tc.stale {
+				t.Errorf("keysRead: current %v, version %d -> %d; want stale %v", current, version, s.version, tc.stale)
+			}
+			if !tc.stale && !s.buildingKeys["tpu-domain"] {
+				t.Errorf("a current build judges later changes by its keys, has %v", s.buildingKeys)
+			}
+			if s.changedKeys != nil {
+				t.Errorf("changes kept after the build read its keys: %v", s.changedKeys)
+			}
+			s.building, s.buildingKeys = false, nil
+		})
+	}
 }
