@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ const (
 	operatorProbeNSEnv = "DRASTACK_SCALE_OPERATOR_PROBE_NAMESPACE"
 	operatorHeapEnv    = "DRASTACK_SCALE_OPERATOR_HEAP_PROFILE"
 	operatorCPUEnv     = "DRASTACK_SCALE_OPERATOR_CPU_PROFILE"
+	operatorWebhookEnv = "DRASTACK_SCALE_OPERATOR_WEBHOOK_PORT"
 )
 
 // countsInterval is how often the child process writes its request counts,
@@ -54,7 +56,11 @@ func OperatorProcessMain() (bool, error) {
 		return true, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	reqs := NewRequests()
-	mgr, err := operator.New(reqs.Wrap(cfg), operatorOptions(os.Getenv(operatorProbeNSEnv)))
+	port, err := strconv.Atoi(os.Getenv(operatorWebhookEnv))
+	if err != nil {
+		return true, fmt.Errorf("%s: %w", operatorWebhookEnv, err)
+	}
+	mgr, err := operator.New(reqs.Wrap(cfg), operatorOptions(os.Getenv(operatorProbeNSEnv), port))
 	if err != nil {
 		return true, err
 	}
@@ -109,8 +115,19 @@ func writeHeapProfile(path string) error {
 	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
-func operatorOptions(probeNS string) operator.Options {
-	return operator.Options{MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: probeNS, ShutdownTimeout: operatorShutdown}
+func operatorOptions(probeNS string, webhookPort int) operator.Options {
+	return operator.Options{MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: probeNS, ShutdownTimeout: operatorShutdown,
+		WebhookPort: webhookPort, WebhookHost: "127.0.0.1"}
+}
+
+// freePort returns a free TCP port of 127.0.0.1.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // runningOperator is the operator under test, in this process or in a
@@ -135,8 +152,17 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	if err != nil {
 		return nil, err
 	}
+	// The webhooks, as config/default installs them, called by URL on
+	// 127.0.0.1 (the operator sets their caBundle).
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.DeployWebhookByURL(ctx, deployDir, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
+		return nil, err
+	}
 	if exe == "" {
-		o := operatorOptions(probeNS)
+		o := operatorOptions(probeNS, port)
 		// The e2e suites run several managers in one process.
 		o.SkipNameValidation = true
 		r := &runningOperator{reqs: NewRequests(), done: make(chan error, 1)}
@@ -157,7 +183,7 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	r := &runningOperator{countsPath: filepath.Join(c.Dir, "operator-requests.json"), exited: make(chan error, 1)}
 	r.cmd = exec.Command(exe)
 	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS,
-		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile)
+		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile, operatorWebhookEnv+"="+strconv.Itoa(port))
 	r.cmd.Stdout, r.cmd.Stderr = log, log
 	if err := r.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the operator process %s: %w", exe, err)
