@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"strings"
@@ -210,36 +209,16 @@ func TestServiceSelfSignedHandshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &tls.Config{}
-	ss.TLSOption(cfg)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = conn.(*tls.Conn).Handshake()
-			_ = conn.Close()
-		}
-	}()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ss.CABundle) {
-		t.Fatal("CABundle holds no certificate")
-	}
+	addr, pool := serveSelfSigned(t, ss)
 	for _, name := range []string{DefaultWebhookServiceName + "." + DefaultNamespace + ".svc", DefaultWebhookServiceName + "." + DefaultNamespace + ".svc.cluster.local"} {
-		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: name})
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: name})
 		if err != nil {
 			t.Errorf("handshake as %s: %v", name, err)
 			continue
 		}
 		_ = conn.Close()
 	}
-	if conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "other.default.svc"}); err == nil {
+	if conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "other.default.svc"}); err == nil {
 		_ = conn.Close()
 		t.Error("the certificate must not be valid for another Service")
 	}

@@ -233,21 +233,18 @@ func TestGatePatch(t *testing.T) {
 	}
 }
 
-// TestSelfSignedHandshake: a client that trusts only CABundle completes a
-// TLS handshake with a server using the serving certificate for 127.0.0.1,
-// which is what the API server does when it calls the webhook URL.
-func TestSelfSignedHandshake(t *testing.T) {
-	ss, err := NewSelfSigned("127.0.0.1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+// serveSelfSigned serves TLS handshakes with the serving certificate of ss
+// on a free port of 127.0.0.1 until the test ends, and returns its address
+// and a pool holding only ss's CA.
+func serveSelfSigned(t *testing.T, ss *SelfSigned) (string, *x509.CertPool) {
+	t.Helper()
 	cfg := &tls.Config{}
 	ss.TLSOption(cfg)
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -262,13 +259,25 @@ func TestSelfSignedHandshake(t *testing.T) {
 	if !pool.AppendCertsFromPEM(ss.CABundle) {
 		t.Fatal("CABundle holds no certificate")
 	}
-	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	return ln.Addr().String(), pool
+}
+
+// TestSelfSignedHandshake: a client that trusts only CABundle completes a
+// TLS handshake with a server using the serving certificate for 127.0.0.1,
+// which is what the API server does when it calls the webhook URL.
+func TestSelfSignedHandshake(t *testing.T) {
+	ss, err := NewSelfSigned("127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, pool := serveSelfSigned(t, ss)
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
 	if err != nil {
 		t.Fatalf("handshake with the self-signed webhook failed: %v", err)
 	}
 	_ = conn.Close()
 	// And one that does not trust it fails.
-	if conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{ServerName: "127.0.0.1"}); err == nil {
+	if conn, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "127.0.0.1"}); err == nil {
 		_ = conn.Close()
 		t.Error("a client without the CA must not trust the certificate")
 	}
