@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,10 +73,12 @@ type stState struct {
 type stWatch struct {
 	mu     sync.Mutex
 	seenAt map[string]time.Time // claim first seen (the watch's ADDED event)
-	// protected tells, by class, how many claims had the delete-protection
-	// finalizer when first seen (added at creation by the claim webhook)
-	// and how many did not.
+	// protected tells, by class, how many claims of the current burst
+	// (names starting with prefix) had the delete-protection finalizer in
+	// their ADDED event (added at creation by the claim webhook) and how
+	// many did not.
 	protected   map[string][2]int
+	prefix      string
 	allocatedAt map[string]time.Time
 	runningAt   map[string]time.Time
 	allocations map[string]string
@@ -133,15 +136,6 @@ func startWatch(t *testing.T, c *cluster.Cluster) *stWatch {
 		defer w.mu.Unlock()
 		if _, seen := w.seenAt[cl.Name]; !seen {
 			w.seenAt[cl.Name] = time.Now()
-			if rs := cl.Spec.Devices.Requests; len(rs) > 0 && rs[0].Exactly != nil {
-				n := w.protected[rs[0].Exactly.DeviceClassName]
-				if claimpolicy.HasFinalizer(cl) {
-					n[0]++
-				} else {
-					n[1]++
-				}
-				w.protected[rs[0].Exactly.DeviceClassName] = n
-			}
 		}
 		if cl.Status.Allocation == nil {
 			w.track(cl.Name, nil)
@@ -152,6 +146,22 @@ func startWatch(t *testing.T, c *cluster.Cluster) *stWatch {
 			w.allocatedAt[cl.Name] = time.Now()
 		}
 		w.allocations[cl.Name] = resultsKey(cl.Status.Allocation.Devices.Results)
+	}
+	onClaimAdd := func(obj any) {
+		if cl, ok := obj.(*resourceapi.ResourceClaim); ok {
+			w.mu.Lock()
+			if rs := cl.Spec.Devices.Requests; w.prefix != "" && strings.HasPrefix(cl.Name, w.prefix) && len(rs) > 0 && rs[0].Exactly != nil {
+				n := w.protected[rs[0].Exactly.DeviceClassName]
+				if claimpolicy.HasFinalizer(cl) {
+					n[0]++
+				} else {
+					n[1]++
+				}
+				w.protected[rs[0].Exactly.DeviceClassName] = n
+			}
+			w.mu.Unlock()
+		}
+		onClaim(obj)
 	}
 	onPod := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
@@ -185,7 +195,7 @@ func startWatch(t *testing.T, c *cluster.Cluster) *stWatch {
 		}
 	}
 	if _, err := f.Resource().V1().ResourceClaims().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: onClaim, UpdateFunc: onClaimUpdate, DeleteFunc: onClaimDelete,
+		AddFunc: onClaimAdd, UpdateFunc: onClaimUpdate, DeleteFunc: onClaimDelete,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +209,13 @@ func startWatch(t *testing.T, c *cluster.Cluster) *stWatch {
 	return w
 }
 
-// reset forgets the timings of the last burst; who holds what is kept,
-// since the watcher follows the cluster, not the bursts.
-func (w *stWatch) reset() {
+// reset forgets the timings of the last burst and follows the burst whose
+// objects' names start with prefix; who holds what is kept, since the
+// watcher follows the cluster, not the bursts.
+func (w *stWatch) reset(prefix string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.prefix = prefix
 	clear(w.seenAt)
 	clear(w.protected)
 	clear(w.allocatedAt)
@@ -478,8 +490,9 @@ func TestClaimsStress(t *testing.T) {
 			floor := newPatchFloor(ctx, t, c)
 			var immediate, seen, windowFloor []time.Duration
 			for b := range stBursts {
-				s.watch.reset()
-				objs := stObjects(perKind/2, perKind/2, perKind, fmt.Sprintf("b%d-", b))
+				prefix := fmt.Sprintf("b%d-", b)
+				s.watch.reset(prefix)
+				objs := stObjects(perKind/2, perKind/2, perKind, prefix)
 				hist0 := clHistogram(t, "drastack_claim_allocation_latency_seconds")
 				var midway func()
 				var restartedIn time.Duration

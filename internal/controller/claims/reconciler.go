@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,6 +213,26 @@ func (s *configStore) engineFeatures() *allocator.Features {
 
 // set stores the configuration of a DRAStack (nil: none) and returns it.
 func (s *configStore) set(st *v1alpha1.DRAStack) claimpolicy.Config {
+	v := newConfigVersion(st)
+	s.cur.Store(v)
+	return v.cfg
+}
+
+// swap stores the configuration of st and reports whether it differs from
+// the one it replaced (or there was none).
+func (s *configStore) swap(st *v1alpha1.DRAStack) bool {
+	v := newConfigVersion(st)
+	old := s.cur.Swap(v)
+	return old == nil || !old.equal(v)
+}
+
+// unchangedSince reports whether the configuration in force equals v.
+func (s *configStore) unchangedSince(v *configVersion) bool {
+	cur := s.cur.Load()
+	return cur == v || (cur != nil && v != nil && cur.equal(v))
+}
+
+func newConfigVersion(st *v1alpha1.DRAStack) *configVersion {
 	v := &configVersion{cfg: claimpolicy.ConfigFrom(st)}
 	if v.cfg.Active {
 		for _, mh := range st.Spec.MultiHost {
@@ -219,6 +240,11 @@ func (s *configStore) set(st *v1alpha1.DRAStack) claimpolicy.Config {
 		}
 		v.features = claimpolicy.EngineFeatures(st.Status.Cluster)
 	}
-	s.cur.Store(v)
-	return v.cfg
+	return v
+}
+
+// equal: both decide and build sessions alike.
+func (v *configVersion) equal(o *configVersion) bool {
+	return v.cfg.Equal(o.cfg) && slices.Equal(v.multiHost, o.multiHost) &&
+		(v.features == nil) == (o.features == nil) && (v.features == nil || *v.features == *o.features)
 }

@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -247,16 +248,13 @@ func (g *Registrar) apply(ctx context.Context, want []admissionregistrationv1.Mu
 	if err != nil {
 		return err
 	}
-	// Compared after the API server's defaulting of want's unset fields
-	// (objectSelector), so that an unchanged registration is not written.
+	// Compared after undoing the API server's defaulting of want's unset
+	// fields (objectSelector, rules[].scope), so that an unchanged
+	// registration is not written.
 	if len(cur.Webhooks) == len(want) {
 		same := true
 		for i := range want {
-			got := cur.Webhooks[i]
-			if got.ObjectSelector != nil && len(got.ObjectSelector.MatchLabels) == 0 && len(got.ObjectSelector.MatchExpressions) == 0 {
-				got.ObjectSelector = nil
-			}
-			same = same && equality.Semantic.DeepEqual(got, want[i])
+			same = same && equality.Semantic.DeepEqual(undefaulted(cur.Webhooks[i]), want[i])
 		}
 		if same {
 			return nil
@@ -264,4 +262,20 @@ func (g *Registrar) apply(ctx context.Context, want []admissionregistrationv1.Mu
 	}
 	cur.Webhooks = want
 	return g.Client.Update(ctx, &cur)
+}
+
+// undefaulted is w without the values the API server fills in for fields
+// Webhooks leaves unset: an empty objectSelector and the scope "*" of a
+// rule.
+func undefaulted(w admissionregistrationv1.MutatingWebhook) admissionregistrationv1.MutatingWebhook {
+	if w.ObjectSelector != nil && len(w.ObjectSelector.MatchLabels) == 0 && len(w.ObjectSelector.MatchExpressions) == 0 {
+		w.ObjectSelector = nil
+	}
+	w.Rules = slices.Clone(w.Rules)
+	for i := range w.Rules {
+		if s := w.Rules[i].Scope; s != nil && *s == admissionregistrationv1.AllScopes {
+			w.Rules[i].Scope = nil
+		}
+	}
+	return w
 }

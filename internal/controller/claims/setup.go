@@ -206,10 +206,17 @@ func retrigger(b *book, q queue, kind changeKind) {
 // watchDevices adds the watches that change which devices exist or are
 // free (slices, classes, nodes, DeviceTaintRules): each invalidates the
 // engine session and retriggers what b is waiting on.
+//
+// The Create events a watch replays when it starts (IsInInitialList) only
+// retrigger: every session is built from the synced caches, which hold
+// those objects already, and invalidating for them threw away the session
+// the warmer had just built (sessionWarmer) once per object and loop.
 func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ctrl.Builder {
-	changed := func(kind changeKind) func(q queue) {
-		return func(q queue) {
-			r.snap.invalidate()
+	changed := func(kind changeKind) func(q queue, invalidate bool) {
+		return func(q queue, invalidate bool) {
+			if invalidate {
+				r.snap.invalidate()
+			}
 			retrigger(b, q, kind)
 		}
 	}
@@ -244,7 +251,13 @@ func (r *Reconciler) nodeChanges(b *book) handler.TypedEventHandler[*corev1.Node
 		retrigger(b, q, changeDevices)
 	}
 	return handler.TypedFuncs[*corev1.Node, reconcile.Request]{
-		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*corev1.Node], q queue) { devices(q) },
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*corev1.Node], q queue) {
+			if e.IsInInitialList {
+				retrigger(b, q, changeDevices) // see watchDevices
+				return
+			}
+			devices(q)
+		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Node], q queue) {
 			old, cur := e.ObjectOld, e.ObjectNew
 			switch {
@@ -267,19 +280,19 @@ func specChanged[T client.Object](a, b T) bool { return a.GetGeneration() != b.G
 
 // versionChanges calls changed on every create and delete, and on updates
 // that changed the object (a new resourceVersion and, when given, differ
-// says so).
-func versionChanges[T client.Object](changed func(queue), differ func(a, b T) bool) handler.TypedEventHandler[T, reconcile.Request] {
+// says so); invalidate is false for the creates of the initial list.
+func versionChanges[T client.Object](changed func(q queue, invalidate bool), differ func(a, b T) bool) handler.TypedEventHandler[T, reconcile.Request] {
 	return handler.TypedFuncs[T, reconcile.Request]{
-		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[T], q queue) { changed(q) },
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[T], q queue) { changed(q, !e.IsInInitialList) },
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[T], q queue) {
 			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() {
 				return
 			}
 			if differ == nil || differ(e.ObjectOld, e.ObjectNew) {
-				changed(q)
+				changed(q, true)
 			}
 		},
-		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[T], q queue) { changed(q) },
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[T], q queue) { changed(q, true) },
 	}
 }
 
@@ -439,8 +452,11 @@ func (r *Reconciler) configHandler(b *book, all func(context.Context) []reconcil
 		if st != nil && st.Name != v1alpha1.DRAStackName {
 			return
 		}
-		r.cfg.set(st)
-		r.snap.invalidate()
+		// The warmer, or the other loop's handler, may have stored this
+		// configuration already: the session built for it stays.
+		if r.cfg.swap(st) {
+			r.snap.invalidate()
+		}
 		b.clearOutcomes()
 		for _, req := range all(ctx) {
 			q.Add(req)

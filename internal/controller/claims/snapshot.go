@@ -64,7 +64,12 @@ type snapshot struct {
 	// sessionFeatures are the feature switches the session was built with;
 	// a new probe result rebuilds it.
 	sessionFeatures allocator.Features
-	recorded        map[types.UID]bool
+	// sessionConfig is the configuration in force when the session's build
+	// started: a session is used only while the configuration equals it,
+	// whoever stored the new one (an event handler, or a reconcile that
+	// read the DRAStack first) and whether or not anything invalidated.
+	sessionConfig *configVersion
+	recorded      map[types.UID]bool
 	// building: sessionFor is building a session outside the lock, from
 	// caches that may miss allocations noted meanwhile.
 	building bool
@@ -244,7 +249,8 @@ func (s *snapshot) withSession(ctx context.Context, e allocator.Engine, fn func(
 // changed; the caller holds the engine lock.
 func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocator.Session, error) {
 	s.mu.Lock()
-	if s.session != nil && s.sessionVersion == s.version && s.sessionEngine == e.Name() && s.sessionFeatures == s.features() {
+	if s.session != nil && s.sessionVersion == s.version && s.sessionEngine == e.Name() && s.sessionFeatures == s.features() &&
+		s.cfg.unchangedSince(s.sessionConfig) {
 		pending := s.toRecord
 		s.toRecord = nil
 		sess := s.session
@@ -270,8 +276,12 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 		s.mu.Lock()
 	}
 	version := s.version
+	config := s.cfg.cur.Load()
 	s.toRecord = nil
-	s.building, s.changedKeys = true, nil
+	// The session this build replaces (one of another engine or feature
+	// set) is dropped now: were the build to fail, it would otherwise
+	// outlive label changes the build only recorded (changedKeys).
+	s.building, s.changedKeys, s.session, s.labelKeys = true, nil, nil, nil
 	s.mu.Unlock()
 	built := false
 	defer func() {
@@ -313,7 +323,7 @@ func (s *snapshot) sessionFor(ctx context.Context, e allocator.Engine) (allocato
 		return nil, errSessionChanged
 	}
 	s.session, s.sessionEngine, s.sessionVersion, s.recorded = sess, e.Name(), version, recorded
-	s.sessionFeatures = *in.Features
+	s.sessionFeatures, s.sessionConfig = *in.Features, config
 	s.labelKeys, s.buildingKeys = keys, nil
 	// The caches were read at one moment and the reservations (written) at
 	// another: an allocation whose cache event arrived in between is in

@@ -19,8 +19,11 @@ type sessionWarmer struct{ r *Reconciler }
 func (w *sessionWarmer) NeedLeaderElection() bool { return true }
 
 // Start builds the session of the configured engine and returns; the
-// manager starts leader-elected runnables after the caches synced. A
-// failure is only logged: the first reconcile builds the session then.
+// manager starts leader-elected runnables after the caches synced. The
+// loops' watches replay the cached objects as Create events when they
+// start, possibly after this build: those do not invalidate it
+// (watchDevices, configHandler). A failure is only logged: the first
+// reconcile builds the session then.
 func (w *sessionWarmer) Start(ctx context.Context) error {
 	if err := w.r.warm(ctx); err != nil {
 		log.FromContext(ctx).WithName(ControllerName).V(1).Info("Building the first engine session ahead of the claims failed; the first claim builds it", "error", err.Error())

@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"maps"
@@ -15,8 +16,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
 
 	"github.com/drastack/drastack/internal/bundle"
@@ -284,5 +291,80 @@ func TestSelfSignedHandshake(t *testing.T) {
 	ss.Port = 9443
 	if got, want := ss.URL(WebhookPath), "https://"+net.JoinHostPort("127.0.0.1", "9443")+WebhookPath; got != want {
 		t.Errorf("URL = %s, want %s", got, want)
+	}
+}
+
+// The self-signed registration creates the configuration with both
+// webhooks, brings an older one up to date, and leaves one that differs
+// only by the API server's defaults alone.
+func TestRegistrar(t *testing.T) {
+	ss, err := NewSelfSigned("127.0.0.1", 9443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Registrar{SelfSigned: ss}
+	want := Webhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(ss.URL(path)), CABundle: ss.CABundle}
+	}, "")
+	defaulted := func(hooks []admissionregistrationv1.MutatingWebhook) []admissionregistrationv1.MutatingWebhook {
+		var out []admissionregistrationv1.MutatingWebhook
+		for _, h := range hooks {
+			h.ObjectSelector = &metav1.LabelSelector{}
+			h.Rules = slices.Clone(h.Rules)
+			for i := range h.Rules {
+				h.Rules[i].Scope = ptr.To(admissionregistrationv1.AllScopes)
+			}
+			out = append(out, h)
+		}
+		return out
+	}
+	existing := func(hooks []admissionregistrationv1.MutatingWebhook) []client.Object {
+		return []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: SelfSignedWebhookConfigName}, Webhooks: hooks}}
+	}
+	for _, tc := range []struct {
+		name      string
+		existing  []client.Object
+		wantWrite string // "create", "update" or ""
+	}{
+		{name: "none yet: created", wantWrite: "create"},
+		{name: "an older configuration with the pod gate only: updated", existing: existing(defaulted(want[:1])), wantWrite: "update"},
+		{name: "another replica's URL: updated", existing: existing(defaulted(Webhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
+			return admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1" + path)}
+		}, ""))), wantWrite: "update"},
+		{name: "the same after the API server's defaults: not written", existing: existing(defaulted(want))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var wrote []string
+			c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(tc.existing...).
+				WithInterceptorFuncs(interceptor.Funcs{
+					Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+						wrote = append(wrote, "create")
+						return c.Create(ctx, obj, opts...)
+					},
+					Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+						wrote = append(wrote, "update")
+						return c.Update(ctx, obj, opts...)
+					},
+				}).Build()
+			g.Client, g.APIReader = c, c
+			if err := g.apply(context.Background(), want); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(wrote, ","); got != tc.wantWrite {
+				t.Errorf("writes %q, want %q", got, tc.wantWrite)
+			}
+			var cfg admissionregistrationv1.MutatingWebhookConfiguration
+			if err := c.Get(context.Background(), client.ObjectKey{Name: SelfSignedWebhookConfigName}, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, w := range cfg.Webhooks {
+				names = append(names, w.Name)
+			}
+			if !slices.Equal(names, webhookNames) {
+				t.Errorf("registered webhooks %v, want %v", names, webhookNames)
+			}
+		})
 	}
 }

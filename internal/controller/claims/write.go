@@ -52,7 +52,9 @@ func optimistic(orig client.Object) client.Patch {
 // write stores an allocation the way kube-scheduler does, in two steps:
 //
 //  1. the delete-protection finalizer, so that a deletion waits for
-//     kube-controller-manager to deallocate;
+//     kube-controller-manager to deallocate; usually the claim webhook
+//     (claimwebhook.go) put it there when the claim was created, and no
+//     request is sent;
 //  2. status.allocation with its allocationTimestamp, through the status
 //     subresource. Without the timestamp, kube-scheduler would set it while
 //     reserving the claim, which the API server rejects because an
