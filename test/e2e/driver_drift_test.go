@@ -130,21 +130,11 @@ func TestDriverDrift(t *testing.T) {
 	feature := features.New("driver drift: owned objects are restored, bad specs name the field").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			if err := c.InstallCRDs(CRDDir); err != nil {
-				t.Fatal(err)
-			}
-			createNamespace(ctx, t, c.Client, dftProbeNS)
 			var specs []cluster.NodeSpec
 			for _, n := range dftNodes {
 				specs = append(specs, cluster.NodeSpec{Name: n, Labels: map[string]string{dftNodeLabel: "true"}})
 			}
-			if err := c.AddNodes(ctx, specs...); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			if crc, err = client.New(c.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
-				t.Fatal(err)
-			}
+			crc = prepareFeature(ctx, t, c, dftProbeNS, specs...)
 			stop = startOperator(ctx, t, c, operator.Options{MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: dftProbeNS})
 			return ctx
 		}).

@@ -26,7 +26,6 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	driverctrl "github.com/drastack/drastack/internal/controller/driver"
 	"github.com/drastack/drastack/internal/driver"
-	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
 )
 
@@ -94,22 +93,11 @@ func TestDriverLifecycle(t *testing.T) {
 	feature := features.New("driver lifecycle: install, roll out, fail, remove").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			if err := c.InstallCRDs(CRDDir); err != nil {
-				t.Fatal(err)
-			}
-			createNamespace(ctx, t, c.Client, drvNamespace)
 			var specs []cluster.NodeSpec
 			for _, n := range drvNodes {
 				specs = append(specs, cluster.NodeSpec{Name: n, Labels: map[string]string{drvNodeLabel: "true"}})
 			}
-			if err := c.AddNodes(ctx, specs...); err != nil {
-				t.Fatal(err)
-			}
-			s := &drvState{}
-			var err error
-			if s.crc, err = client.New(c.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
-				t.Fatal(err)
-			}
+			s := &drvState{crc: prepareFeature(ctx, t, c, drvNamespace, specs...)}
 			s.stopOperator = drvStartOperator(ctx, t, c, drvNamespace)
 			return context.WithValue(ctx, drvKey{}, s)
 		}).

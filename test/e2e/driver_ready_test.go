@@ -170,21 +170,11 @@ func TestDriverReadiness(t *testing.T) {
 	feature := features.New("driver readiness: Ready follows the world").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			if err := c.InstallCRDs(CRDDir); err != nil {
-				t.Fatal(err)
-			}
-			createNamespace(ctx, t, c.Client, rdyProbeNS)
 			var specs []cluster.NodeSpec
 			for _, n := range rdyNodes {
 				specs = append(specs, cluster.NodeSpec{Name: n, Labels: map[string]string{rdyNodeLabel: "true"}})
 			}
-			if err := c.AddNodes(ctx, specs...); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			if crc, err = client.New(c.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
-				t.Fatal(err)
-			}
+			crc = prepareFeature(ctx, t, c, rdyProbeNS, specs...)
 			stop = startOperator(ctx, t, c, operator.Options{MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: rdyProbeNS})
 			watch = rdyStartWatch(ctx, t, c)
 			return ctx

@@ -17,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
 )
 
@@ -40,12 +42,32 @@ func mustCluster(ctx context.Context, t *testing.T) *cluster.Cluster {
 }
 
 // createNamespace creates a namespace for one feature.
-func createNamespace(ctx context.Context, t *testing.T, client kubernetes.Interface, name string) {
+func createNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) {
 	t.Helper()
-	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", name, err)
 	}
+}
+
+// prepareFeature installs the CRDs, creates the feature's namespace and
+// nodes, and returns a client that knows the operator's types.
+func prepareFeature(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string, nodes ...cluster.NodeSpec) client.Client {
+	t.Helper()
+	if err := c.InstallCRDs(CRDDir); err != nil {
+		t.Fatal(err)
+	}
+	createNamespace(ctx, t, c.Client, ns)
+	if len(nodes) > 0 {
+		if err := c.AddNodes(ctx, nodes...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crc, err := client.New(c.Config, client.Options{Scheme: operator.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crc
 }
 
 // waitPodRunning waits for a pod to run and returns it; on timeout it

@@ -20,7 +20,6 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	poolctrl "github.com/drastack/drastack/internal/controller/pool"
-	"github.com/drastack/drastack/internal/operator"
 	poolpkg "github.com/drastack/drastack/internal/pool"
 	"github.com/drastack/drastack/test/cluster"
 )
@@ -89,21 +88,11 @@ func TestWithheldPool(t *testing.T) {
 	feature := features.New("withheld multi-host pools keep reporting the claims on them").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			if err := c.InstallCRDs(CRDDir); err != nil {
-				t.Fatal(err)
-			}
-			createNamespace(ctx, t, c.Client, whNamespace)
 			var specs []cluster.NodeSpec
 			for i, n := range whNodes {
 				specs = append(specs, cluster.NodeSpec{Name: n, Labels: map[string]string{whSelectLabel: "true", whDomainLabel: "d", whCoordsLabel: fmt.Sprint(i)}})
 			}
-			if err := c.AddNodes(ctx, specs...); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			if crc, err = client.New(c.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
-				t.Fatal(err)
-			}
+			crc = prepareFeature(ctx, t, c, whNamespace, specs...)
 			stop = runOperator(ctx, t, c, whNamespace)
 			writeStackSpec(ctx, t, crc, whTimeout, func(s *v1alpha1.DRAStackSpec) {
 				s.Pools.IncompleteGracePeriod = &metav1.Duration{Duration: whGrace}
