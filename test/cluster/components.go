@@ -43,7 +43,7 @@ func (c *Cluster) startComponents(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	schedPort, err := freePort()
+	schedPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (c *Cluster) startComponents(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kcmPort, err := freePort()
+	kcmPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -187,10 +187,10 @@ func (c *Cluster) waitHealthy(ctx context.Context, comp *component, port int) er
 	}
 }
 
-// freePort asks the kernel for a loopback port that is free right now. The
+// FreePort asks the kernel for a loopback port that is free right now. The
 // component binds it a moment later; on a test machine nothing else races
 // for it in that window often enough to matter.
-func freePort() (int, error) {
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -50,7 +49,7 @@ type clOperator struct {
 // 127.0.0.1 and waits until the API server gates a dry-run pod through it.
 func clStartOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string) *clOperator {
 	t.Helper()
-	port, err := clFreePort()
+	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,15 +65,6 @@ func clStartOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, ns s
 		ShutdownTimeout:     10 * time.Second,
 	})
 	return &clOperator{port: port, stop: stop}
-}
-
-func clFreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // clWaitWebhook waits until a dry-run pod that uses a template with CEL

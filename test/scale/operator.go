@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,16 +119,6 @@ func operatorOptions(probeNS string, webhookPort int) operator.Options {
 		WebhookPort: webhookPort, WebhookHost: "127.0.0.1"}
 }
 
-// freePort returns a free TCP port of 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // runningOperator is the operator under test, in this process or in a
 // child process.
 type runningOperator struct {
@@ -154,7 +143,7 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	}
 	// The webhooks, as config/default installs them, called by URL on
 	// 127.0.0.1 (the operator sets their caBundle).
-	port, err := freePort()
+	port, err := cluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
