@@ -10,7 +10,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -204,28 +203,13 @@ func TestDriverDrift(t *testing.T) {
 		}).
 		Assess("a Force removal under an allocated claim warns with the claim", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			// A claim allocated on a device of the driver, written as an
-			// allocator would: the removal only reads allocations.
-			cl := &resourceapi.ResourceClaim{
-				ObjectMeta: metav1.ObjectMeta{Namespace: dftProbeNS, Name: "on-the-driver"},
-				Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-					Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: dftDriver},
-				}}}},
-			}
-			cl, err := c.Client.ResourceV1().ResourceClaims(dftProbeNS).Create(ctx, cl, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cl.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-				Request: "r", Driver: dftDriver, Pool: dftNodes[0], Device: "gpu-0",
-			}}}}
-			if _, err := c.Client.ResourceV1().ResourceClaims(dftProbeNS).UpdateStatus(ctx, cl, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			// A claim allocated on a device of the driver: the removal only
+			// reads allocations.
+			cl := createAllocatedClaim(ctx, t, c, dftProbeNS, "on-the-driver", dftDriver, dftNodes[0], "gpu-0")
 			drvSetDrivers(ctx, t, crc, nil)
 			want := dftProbeNS + "/on-the-driver"
 			var notes []string
-			err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, drvTimeout, true, func(ctx context.Context) (bool, error) {
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, drvTimeout, true, func(ctx context.Context) (bool, error) {
 				list, err := c.Client.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 				if err != nil {
 					return false, nil //nolint:nilerr // retried

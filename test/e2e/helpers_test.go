@@ -70,6 +70,31 @@ func prepareFeature(ctx context.Context, t *testing.T, c *cluster.Cluster, ns st
 	return crc
 }
 
+// createAllocatedClaim creates a claim for one device of class driver and
+// writes its allocation to device driver/pool/device, as an allocator
+// would (no pod runs: the pool and driver controllers only read
+// allocations).
+func createAllocatedClaim(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, driver, pool, device string) *resourceapi.ResourceClaim {
+	t.Helper()
+	cl := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: driver},
+		}}}},
+	}
+	cl, err := c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, cl, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+		Request: "r", Driver: driver, Pool: pool, Device: device,
+	}}}}
+	if cl, err = c.Client.ResourceV1().ResourceClaims(ns).UpdateStatus(ctx, cl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
 // waitPodRunning waits for a pod to run and returns it; on timeout it
 // fails the test with the pod's conditions, its claims and the
 // scheduler's last log lines.

@@ -115,24 +115,8 @@ func TestWithheldPool(t *testing.T) {
 			}
 			device := p.Devices[0].Device.Name
 
-			// A claim allocated on one of its devices, written as an
-			// allocator would (no pod needs to run for the pool controller).
-			cl := &resourceapi.ResourceClaim{
-				ObjectMeta: metav1.ObjectMeta{Namespace: whNamespace, Name: whClaim},
-				Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-					Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: whDriver},
-				}}}},
-			}
-			cl, err := c.Client.ResourceV1().ResourceClaims(whNamespace).Create(ctx, cl, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cl.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-				Request: "r", Driver: whDriver, Pool: whPool, Device: device,
-			}}}}
-			if _, err := c.Client.ResourceV1().ResourceClaims(whNamespace).UpdateStatus(ctx, cl, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			// A claim allocated on one of its devices.
+			cl := createAllocatedClaim(ctx, t, c, whNamespace, whClaim, whDriver, whPool, device)
 
 			setUnschedulable(ctx, t, c, whNodes[1], true)
 			claimName := whNamespace + "/" + whClaim
