@@ -212,35 +212,41 @@ func (s *configStore) engineFeatures() *allocator.Features {
 }
 
 // set stores the configuration of a DRAStack (nil: none) and returns it.
+// A configuration equal to the one in force leaves that one in place, so
+// that the stored version changes exactly when the configuration does
+// (unchangedSince compares versions by identity).
 func (s *configStore) set(st *v1alpha1.DRAStack) claimpolicy.Config {
 	v := newConfigVersion(st)
-	s.cur.Store(v)
-	return v.cfg
+	for {
+		old := s.cur.Load()
+		if old != nil && old.equal(v) {
+			return old.cfg
+		}
+		if s.cur.CompareAndSwap(old, v) {
+			return v.cfg
+		}
+	}
 }
 
-// swap stores the configuration of st and reports whether it differs from
-// the one it replaced (or there was none).
-func (s *configStore) swap(st *v1alpha1.DRAStack) bool {
-	v := newConfigVersion(st)
-	old := s.cur.Swap(v)
-	return old == nil || !old.equal(v)
-}
-
-// unchangedSince reports whether the configuration in force equals v.
-func (s *configStore) unchangedSince(v *configVersion) bool {
-	cur := s.cur.Load()
-	return cur == v || (cur != nil && v != nil && cur.equal(v))
-}
+// unchangedSince reports whether v is the configuration in force.
+func (s *configStore) unchangedSince(v *configVersion) bool { return s.cur.Load() == v }
 
 func newConfigVersion(st *v1alpha1.DRAStack) *configVersion {
 	v := &configVersion{cfg: claimpolicy.ConfigFrom(st)}
 	if v.cfg.Active {
-		for _, mh := range st.Spec.MultiHost {
-			v.multiHost = append(v.multiHost, mh.Driver)
-		}
+		v.multiHost = multiHostDrivers(st)
 		v.features = claimpolicy.EngineFeatures(st.Status.Cluster)
 	}
 	return v
+}
+
+// multiHostDrivers are the drivers the operator publishes for st.
+func multiHostDrivers(st *v1alpha1.DRAStack) []string {
+	var out []string
+	for _, mh := range st.Spec.MultiHost {
+		out = append(out, mh.Driver)
+	}
+	return out
 }
 
 // equal: both decide and build sessions alike.

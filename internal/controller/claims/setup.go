@@ -452,9 +452,13 @@ func (r *Reconciler) configHandler(b *book, all func(context.Context) []reconcil
 		if st != nil && st.Name != v1alpha1.DRAStackName {
 			return
 		}
-		// The warmer, or the other loop's handler, may have stored this
-		// configuration already: the session built for it stays.
-		if r.cfg.swap(st) {
+		// A session is served only under the configuration it was built
+		// for (snapshot.sessionConfig); one for an older configuration is
+		// dropped here, and one the warmer built for this configuration
+		// stays.
+		before := r.cfg.cur.Load()
+		r.cfg.set(st)
+		if r.cfg.cur.Load() != before {
 			r.snap.invalidate()
 		}
 		b.clearOutcomes()
@@ -489,13 +493,5 @@ func configChanged(old, cur *v1alpha1.DRAStack) bool {
 
 // sameMultiHost: the drivers the operator publishes did not change.
 func sameMultiHost(a, b *v1alpha1.DRAStack) bool {
-	if len(a.Spec.MultiHost) != len(b.Spec.MultiHost) {
-		return false
-	}
-	for i := range a.Spec.MultiHost {
-		if a.Spec.MultiHost[i].Driver != b.Spec.MultiHost[i].Driver {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(multiHostDrivers(a), multiHostDrivers(b))
 }

@@ -174,7 +174,7 @@ func (s *snapshot) keysRead(version uint64, keys map[string]bool) bool {
 // current says whether the session is up to date or being built, so that
 // a new allocation must be queued for it; the caller holds s.mu.
 func (s *snapshot) current() bool {
-	return s.building || (s.session != nil && s.sessionVersion == s.version)
+	return s.building || (s.session != nil && s.sessionVersion == s.version && s.cfg.unchangedSince(s.sessionConfig))
 }
 
 // noteClaim follows a claim's change: a new allocation is recorded into

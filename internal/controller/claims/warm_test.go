@@ -107,6 +107,12 @@ func TestWarmedSessionSurvivesTheInitialList(t *testing.T) {
 	if _, err := r.loadConfig(ctx); err != nil {
 		t.Fatal(err)
 	}
+	r.snap.mu.Lock()
+	current := r.snap.current()
+	r.snap.mu.Unlock()
+	if current {
+		t.Error("a session built for the old configuration counts as current (allocations would queue for it)")
+	}
 	config.Update(ctx, event.TypedUpdateEvent[*v1alpha1.DRAStack]{ObjectOld: st, ObjectNew: &changed}, q)
 	if session() == rebuilt {
 		t.Error("a session built for the old central entries was served under the new ones")
