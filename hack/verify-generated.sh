@@ -47,7 +47,7 @@ compare() {
 
 # 1. CRDs and RBAC, written only to the temporary directory.
 "$CONTROLLER_GEN" rbac:roleName=manager-role crd webhook \
-  paths="./api/..." paths="./internal/controller/..." \
+  paths="./api/..." paths="./internal/controller/..." paths="./internal/claimwebhook/..." paths="./internal/webhookcert/..." \
   output:crd:artifacts:config="$tmp/crd" output:rbac:artifacts:config="$tmp/rbac" \
   output:webhook:artifacts:config="$tmp/webhook"
 compare "$tmp/crd" config/crd/bases

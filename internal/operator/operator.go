@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/claimwebhook"
 	"github.com/drastack/drastack/internal/clusterprobe"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	driverctrl "github.com/drastack/drastack/internal/controller/driver"
@@ -38,6 +39,7 @@ import (
 	publisherctrl "github.com/drastack/drastack/internal/controller/publisher"
 	stackctrl "github.com/drastack/drastack/internal/controller/stack"
 	"github.com/drastack/drastack/internal/driver"
+	"github.com/drastack/drastack/internal/webhookcert"
 )
 
 // Options configure the operator.
@@ -95,16 +97,16 @@ type Options struct {
 	WebhookSelfSigned bool
 	// WebhookService is the Service in front of the webhook, named in the
 	// certificate the operator makes without a mounted one; default
-	// claimsctrl.DefaultWebhookServiceName (config/default's).
+	// webhookcert.DefaultWebhookServiceName (config/default's).
 	WebhookService string
 	// WebhookConfiguration is the MutatingWebhookConfiguration whose
 	// caBundle the operator sets without a mounted certificate; default
-	// claimsctrl.DefaultWebhookConfigName (config/default's).
+	// webhookcert.DefaultWebhookConfigName (config/default's).
 	WebhookConfiguration string
 	// Namespace is the operator's own namespace: the webhook Service's,
 	// and left out of a self-registered webhook's namespaceSelector;
 	// default the pod's (the service account's namespace file), else
-	// claimsctrl.DefaultNamespace.
+	// claimwebhook.DefaultNamespace.
 	Namespace string
 	// ClaimStatusInterval is how often the DRAStack's claim status is
 	// refreshed; default claimsctrl.DefaultStatusInterval.
@@ -217,7 +219,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		return nil, fmt.Errorf("set up claim controller: %w", err)
 	}
 	if webhookServer != nil {
-		if err := claimsctrl.SetupWebhook(mgr, registration); err != nil {
+		if err := claimwebhook.SetupWebhook(mgr, registration); err != nil {
 			return nil, fmt.Errorf("set up pod webhook: %w", err)
 		}
 	}
@@ -272,7 +274,7 @@ func cacheByObject() map[client.Object]cache.ByObject {
 // outside the cluster (WebhookSelfSigned), or by setting the caBundle of
 // config/default's configuration when no certificate is mounted. Under OLM
 // a certificate is mounted and OLM registers the webhook.
-func claimWebhookServer(o Options) (webhook.Server, *claimsctrl.SelfRegistration, error) {
+func claimWebhookServer(o Options) (webhook.Server, *claimwebhook.SelfRegistration, error) {
 	if o.WebhookPort == 0 {
 		return nil, nil, nil
 	}
@@ -282,12 +284,12 @@ func claimWebhookServer(o Options) (webhook.Server, *claimsctrl.SelfRegistration
 		if opts.Host == "" {
 			opts.Host = "127.0.0.1"
 		}
-		ss, err := claimsctrl.NewSelfSigned(opts.Host, opts.Port)
+		ss, err := webhookcert.NewSelfSigned(opts.Host, opts.Port)
 		if err != nil {
 			return nil, nil, fmt.Errorf("self-signed webhook certificate: %w", err)
 		}
 		opts.TLSOpts = append(opts.TLSOpts, ss.TLSOption)
-		return webhook.NewServer(opts), &claimsctrl.SelfRegistration{SelfSigned: ss, Namespace: namespace}, nil
+		return webhook.NewServer(opts), &claimwebhook.SelfRegistration{SelfSigned: ss, Namespace: namespace}, nil
 	}
 	dir := opts.CertDir
 	if dir == "" {
@@ -296,22 +298,22 @@ func claimWebhookServer(o Options) (webhook.Server, *claimsctrl.SelfRegistration
 	if _, err := os.Stat(filepath.Join(dir, "tls.crt")); err == nil {
 		return webhook.NewServer(opts), nil, nil
 	}
-	service := cmp.Or(o.WebhookService, claimsctrl.DefaultWebhookServiceName)
-	ss, err := claimsctrl.NewServiceSelfSigned(service, namespace, opts.Port, o.WebhookHost)
+	service := cmp.Or(o.WebhookService, webhookcert.DefaultWebhookServiceName)
+	ss, err := webhookcert.NewServiceSelfSigned(service, namespace, opts.Port, o.WebhookHost)
 	if err != nil {
 		return nil, nil, fmt.Errorf("webhook certificate for Service %s/%s: %w", namespace, service, err)
 	}
-	config := cmp.Or(o.WebhookConfiguration, claimsctrl.DefaultWebhookConfigName)
+	config := cmp.Or(o.WebhookConfiguration, webhookcert.DefaultWebhookConfigName)
 	ctrl.Log.WithName("setup").Info("No webhook certificate mounted; serving the pod webhook with a self-signed one", "certDir", dir, "service", namespace+"/"+service, "configuration", config)
 	opts.TLSOpts = append(opts.TLSOpts, ss.TLSOption)
-	return webhook.NewServer(opts), &claimsctrl.SelfRegistration{SelfSigned: ss, ConfigName: config, Namespace: namespace}, nil
+	return webhook.NewServer(opts), &claimwebhook.SelfRegistration{SelfSigned: ss, ConfigName: config, Namespace: namespace}, nil
 }
 
 // serviceAccountNamespaceFile holds the pod's namespace in a cluster.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // operatorNamespace is the operator's namespace: the configured one, else
-// the pod's, else claimsctrl.DefaultNamespace (outside a cluster).
+// the pod's, else claimwebhook.DefaultNamespace (outside a cluster).
 func operatorNamespace(configured string) string {
 	if configured != "" {
 		return configured
@@ -321,5 +323,5 @@ func operatorNamespace(configured string) string {
 			return ns
 		}
 	}
-	return claimsctrl.DefaultNamespace
+	return claimwebhook.DefaultNamespace
 }

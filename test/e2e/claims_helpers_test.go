@@ -25,9 +25,9 @@ import (
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
-	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/internal/pool"
+	"github.com/drastack/drastack/internal/webhookcert"
 	"github.com/drastack/drastack/test/cluster"
 )
 
@@ -516,7 +516,7 @@ func clDeleteNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster, ns
 // suites do not call an operator that is gone.
 func clRemoveWebhook(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, claimsctrl.DefaultWebhookConfigName, metav1.DeleteOptions{})
+	err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, webhookcert.DefaultWebhookConfigName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("delete the webhook configuration: %v", err)
 	}

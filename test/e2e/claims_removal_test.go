@@ -28,8 +28,10 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/claimwebhook"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
+	"github.com/drastack/drastack/internal/webhookcert"
 	"github.com/drastack/drastack/test/cluster"
 )
 
@@ -152,21 +154,21 @@ func TestClaimsRemoval(t *testing.T) {
 			// A `kubectl apply` of config/default resets the caBundle the
 			// operator set: the operator watches its configuration and sets
 			// it again within seconds, not at its 5-minute check.
-			before, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, claimsctrl.DefaultWebhookConfigName, metav1.GetOptions{})
+			before, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, webhookcert.DefaultWebhookConfigName, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			gate := slices.IndexFunc(before.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == claimsctrl.WebhookName })
+			gate := slices.IndexFunc(before.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return w.Name == claimwebhook.WebhookName })
 			if gate < 0 {
-				t.Fatalf("%s has no webhook %s", claimsctrl.DefaultWebhookConfigName, claimsctrl.WebhookName)
+				t.Fatalf("%s has no webhook %s", webhookcert.DefaultWebhookConfigName, claimwebhook.WebhookName)
 			}
 			resetAt := time.Now()
-			cfgPatch := fmt.Sprintf(`[{"op":"test","path":"/webhooks/%d/name","value":%q},{"op":"remove","path":"/webhooks/%d/clientConfig/caBundle"}]`, gate, claimsctrl.WebhookName, gate)
-			if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, claimsctrl.DefaultWebhookConfigName, types.JSONPatchType, []byte(cfgPatch), metav1.PatchOptions{}); err != nil {
+			cfgPatch := fmt.Sprintf(`[{"op":"test","path":"/webhooks/%d/name","value":%q},{"op":"remove","path":"/webhooks/%d/clientConfig/caBundle"}]`, gate, claimwebhook.WebhookName, gate)
+			if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(ctx, webhookcert.DefaultWebhookConfigName, types.JSONPatchType, []byte(cfgPatch), metav1.PatchOptions{}); err != nil {
 				t.Fatalf("reset the caBundle: %v", err)
 			}
 			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
-				cfg, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, claimsctrl.DefaultWebhookConfigName, metav1.GetOptions{})
+				cfg, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, webhookcert.DefaultWebhookConfigName, metav1.GetOptions{})
 				return err == nil && len(cfg.Webhooks) > gate && len(cfg.Webhooks[gate].ClientConfig.CABundle) > 0, nil
 			}); err != nil {
 				t.Fatalf("caBundle not set again within 5 s of a reset: %v", err)

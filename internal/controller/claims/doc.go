@@ -24,8 +24,9 @@
 //     bind where its claims are gets them back after spec.claims.
 //     placementTimeout (claims.Replace), and the nodes kube-scheduler turned
 //     down are tried last (book.go, nodeMemory);
-//   - the admission webhook (webhook.go) gates every new pod with an
-//     operator claim when spec.claims.gatePods is true.
+//   - the admission webhooks of internal/claimwebhook gate every new pod
+//     with an operator claim when spec.claims.gatePods is true, and put
+//     the delete-protection finalizer on new operator claims.
 //
 // The engine sees one view of the cluster (central.EngineView): taints of
 // DeviceTaintRules applied, and the devices the operator must not use

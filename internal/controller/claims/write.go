@@ -53,7 +53,7 @@ func optimistic(orig client.Object) client.Patch {
 //
 //  1. the delete-protection finalizer, so that a deletion waits for
 //     kube-controller-manager to deallocate; usually the claim webhook
-//     (claimwebhook.go) put it there when the claim was created, and no
+//     (internal/claimwebhook) put it there when the claim was created, and no
 //     request is sent;
 //  2. status.allocation with its allocationTimestamp, through the status
 //     subresource. Without the timestamp, kube-scheduler would set it while

@@ -1,11 +1,7 @@
-package claims
+package claimwebhook
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"maps"
-	"net"
 	"os"
 	"reflect"
 	"slices"
@@ -16,25 +12,20 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
 
 	"github.com/drastack/drastack/internal/bundle"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/webhookcert"
 )
 
 // buildDefault is `kustomize build config/default`: what `make deploy`
 // installs.
 func buildDefault(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := bundle.Build("../../../config/default")
+	objs, err := bundle.Build("../../config/default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +55,7 @@ func findObject(t *testing.T, objs []*unstructured.Unstructured, kind, name stri
 // carry matchConditions and namespaceSelector, see
 // internal/bundle/webhooks.go).
 func TestWebhookConfigurationsAgree(t *testing.T) {
-	data, err := os.ReadFile("../../../config/webhook/manifests.yaml")
+	data, err := os.ReadFile("../../config/webhook/manifests.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +99,7 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 				t.Errorf("marker-generated webhook\n%+v\ndiffers from Webhooks\n%+v\n(run make manifests after changing either)", got[want.Name], want)
 			}
 			if *want.FailurePolicy != admissionregistrationv1.Ignore {
-				t.Errorf("webhook %s must fail open (see the comment in webhook.go)", want.Name)
+				t.Errorf("webhook %s must fail open (see the comment in podgate.go)", want.Name)
 			}
 		}
 	})
@@ -120,12 +111,12 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 
 	t.Run("make deploy installs Webhooks behind their Service, under the names the operator uses", func(t *testing.T) {
 		var cfg admissionregistrationv1.MutatingWebhookConfiguration
-		findObject(t, objs, "MutatingWebhookConfiguration", DefaultWebhookConfigName, &cfg)
+		findObject(t, objs, "MutatingWebhookConfiguration", webhookcert.DefaultWebhookConfigName, &cfg)
 		got, svcs := byName(t, cfg.Webhooks)
 		for _, w := range Webhooks(none, namespace) {
 			svc := svcs[w.Name]
-			if svc == nil || svc.Name != DefaultWebhookServiceName || svc.Namespace != namespace || svc.Path == nil || *svc.Path != paths[w.Name] {
-				t.Errorf("webhook %s: clientConfig.service = %+v, want %s/%s%s", w.Name, svc, namespace, DefaultWebhookServiceName, paths[w.Name])
+			if svc == nil || svc.Name != webhookcert.DefaultWebhookServiceName || svc.Namespace != namespace || svc.Path == nil || *svc.Path != paths[w.Name] {
+				t.Errorf("webhook %s: clientConfig.service = %+v, want %s/%s%s", w.Name, svc, namespace, webhookcert.DefaultWebhookServiceName, paths[w.Name])
 			}
 			if !reflect.DeepEqual(got[w.Name], w) {
 				t.Errorf("config/default's webhook\n%+v\ndiffers from Webhooks for namespace %s\n%+v", got[w.Name], namespace, w)
@@ -136,7 +127,7 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 		}
 
 		var service corev1.Service
-		findObject(t, objs, "Service", DefaultWebhookServiceName, &service)
+		findObject(t, objs, "Service", webhookcert.DefaultWebhookServiceName, &service)
 		for k, v := range service.Spec.Selector {
 			if deployment.Spec.Template.Labels[k] != v {
 				t.Errorf("Service selects %s=%s, the manager's pods have %q", k, v, deployment.Spec.Template.Labels[k])
@@ -158,8 +149,8 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 			}
 			found = true
 			slices.Sort(r.Verbs)
-			if !reflect.DeepEqual(r.ResourceNames, []string{DefaultWebhookConfigName}) || !reflect.DeepEqual(r.Verbs, []string{"get", "list", "patch", "watch"}) {
-				t.Errorf("rule %+v, want get, list, watch and patch on %s only", r, DefaultWebhookConfigName)
+			if !reflect.DeepEqual(r.ResourceNames, []string{webhookcert.DefaultWebhookConfigName}) || !reflect.DeepEqual(r.Verbs, []string{"get", "list", "patch", "watch"}) {
+				t.Errorf("rule %+v, want get, list, watch and patch on %s only", r, webhookcert.DefaultWebhookConfigName)
 			}
 		}
 		if !found {
@@ -168,7 +159,7 @@ func TestWebhookConfigurationsAgree(t *testing.T) {
 	})
 
 	t.Run("the bundle's definitions carry every field OLM has", func(t *testing.T) {
-		data, err := os.ReadFile("../../../bundle/manifests/drastack.clusterserviceversion.yaml")
+		data, err := os.ReadFile("../../bundle/manifests/drastack.clusterserviceversion.yaml")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,135 +226,6 @@ func TestGatePatch(t *testing.T) {
 			}
 			if !strings.Contains(string(raw), claimpolicy.SchedulingGate) {
 				t.Errorf("patch %s does not add %s", raw, claimpolicy.SchedulingGate)
-			}
-		})
-	}
-}
-
-// serveSelfSigned serves TLS handshakes with the serving certificate of ss
-// on a free port of 127.0.0.1 until the test ends, and returns its address
-// and a pool holding only ss's CA.
-func serveSelfSigned(t *testing.T, ss *SelfSigned) (string, *x509.CertPool) {
-	t.Helper()
-	cfg := &tls.Config{}
-	ss.TLSOption(cfg)
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = conn.(*tls.Conn).Handshake()
-			_ = conn.Close()
-		}
-	}()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ss.CABundle) {
-		t.Fatal("CABundle holds no certificate")
-	}
-	return ln.Addr().String(), pool
-}
-
-// TestSelfSignedHandshake: a client that trusts only CABundle completes a
-// TLS handshake with a server using the serving certificate for 127.0.0.1,
-// which is what the API server does when it calls the webhook URL.
-func TestSelfSignedHandshake(t *testing.T) {
-	ss, err := NewSelfSigned("127.0.0.1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, pool := serveSelfSigned(t, ss)
-	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
-	if err != nil {
-		t.Fatalf("handshake with the self-signed webhook failed: %v", err)
-	}
-	_ = conn.Close()
-	// And one that does not trust it fails.
-	if conn, err := tls.Dial("tcp", addr, &tls.Config{ServerName: "127.0.0.1"}); err == nil {
-		_ = conn.Close()
-		t.Error("a client without the CA must not trust the certificate")
-	}
-	ss.Port = 9443
-	if got, want := ss.URL(WebhookPath), "https://"+net.JoinHostPort("127.0.0.1", "9443")+WebhookPath; got != want {
-		t.Errorf("URL = %s, want %s", got, want)
-	}
-}
-
-// The self-signed registration creates the configuration with both
-// webhooks, brings an older one up to date, and leaves one that differs
-// only by the API server's defaults alone.
-func TestRegistrar(t *testing.T) {
-	ss, err := NewSelfSigned("127.0.0.1", 9443)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &Registrar{SelfSigned: ss}
-	want := Webhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
-		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(ss.URL(path)), CABundle: ss.CABundle}
-	}, "")
-	defaulted := func(hooks []admissionregistrationv1.MutatingWebhook) []admissionregistrationv1.MutatingWebhook {
-		var out []admissionregistrationv1.MutatingWebhook
-		for _, h := range hooks {
-			h.ObjectSelector = &metav1.LabelSelector{}
-			h.Rules = slices.Clone(h.Rules)
-			for i := range h.Rules {
-				h.Rules[i].Scope = ptr.To(admissionregistrationv1.AllScopes)
-			}
-			out = append(out, h)
-		}
-		return out
-	}
-	existing := func(hooks []admissionregistrationv1.MutatingWebhook) []client.Object {
-		return []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{
-			ObjectMeta: metav1.ObjectMeta{Name: SelfSignedWebhookConfigName}, Webhooks: hooks}}
-	}
-	for _, tc := range []struct {
-		name      string
-		existing  []client.Object
-		wantWrite string // "create", "update" or ""
-	}{
-		{name: "none yet: created", wantWrite: "create"},
-		{name: "an older configuration with the pod gate only: updated", existing: existing(defaulted(want[:1])), wantWrite: "update"},
-		{name: "another replica's URL: updated", existing: existing(defaulted(Webhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
-			return admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1" + path)}
-		}, ""))), wantWrite: "update"},
-		{name: "the same after the API server's defaults: not written", existing: existing(defaulted(want))},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var wrote []string
-			c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(tc.existing...).
-				WithInterceptorFuncs(interceptor.Funcs{
-					Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-						wrote = append(wrote, "create")
-						return c.Create(ctx, obj, opts...)
-					},
-					Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-						wrote = append(wrote, "update")
-						return c.Update(ctx, obj, opts...)
-					},
-				}).Build()
-			g.Client, g.APIReader = c, c
-			if err := g.apply(context.Background(), want); err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.Join(wrote, ","); got != tc.wantWrite {
-				t.Errorf("writes %q, want %q", got, tc.wantWrite)
-			}
-			var cfg admissionregistrationv1.MutatingWebhookConfiguration
-			if err := c.Get(context.Background(), client.ObjectKey{Name: SelfSignedWebhookConfigName}, &cfg); err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, w := range cfg.Webhooks {
-				names = append(names, w.Name)
-			}
-			if !slices.Equal(names, webhookNames) {
-				t.Errorf("registered webhooks %v, want %v", names, webhookNames)
 			}
 		})
 	}

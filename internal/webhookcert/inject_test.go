@@ -1,4 +1,4 @@
-package claims
+package webhookcert
 
 import (
 	"bytes"
@@ -22,21 +22,30 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
+// The operator's two webhooks in the tests' configuration.
+const (
+	gateWebhook   = "claim-gate.drastack.io"
+	claimsWebhook = "claim-finalizer.drastack.io"
+)
+
+// ourWebhooks are the names the injectors under test own.
+var ourWebhooks = []string{gateWebhook, claimsWebhook}
+
+// hook is a webhook called through config/default's Service.
+func hook(name, path string, caBundle []byte) admissionregistrationv1.MutatingWebhook {
+	return admissionregistrationv1.MutatingWebhook{Name: name, ClientConfig: admissionregistrationv1.WebhookClientConfig{
+		Service:  &admissionregistrationv1.ServiceReference{Namespace: "drastack-system", Name: DefaultWebhookServiceName, Path: ptr.To(path)},
+		CABundle: caBundle,
+	}}
+}
+
 // webhookConfig is config/default's configuration as `make deploy` creates
 // it: no caBundle yet, and another webhook before ours so that the patch
 // must find ours by name (the pod gate, then the claim webhook).
 func webhookConfig(caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
-	svc := func(path string) admissionregistrationv1.WebhookClientConfig {
-		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-			Namespace: DefaultNamespace, Name: DefaultWebhookServiceName, Path: ptr.To(path)}}
-	}
-	other := GateWebhook(svc("/other"), "")
-	other.Name = "other.example.io"
-	other.ClientConfig.CABundle = []byte("other webhook's own bundle")
-	ours := GateWebhook(svc(WebhookPath), "")
-	ours.ClientConfig.CABundle = caBundle
-	claims := FinalizerWebhook(svc(ClaimWebhookPath), "")
-	claims.ClientConfig.CABundle = caBundle
+	other := hook("other.example.io", "/other", []byte("other webhook's own bundle"))
+	ours := hook(gateWebhook, "/mutate-pods-claim-gate", caBundle)
+	claims := hook(claimsWebhook, "/mutate-claims-finalizer", caBundle)
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: DefaultWebhookConfigName},
 		Webhooks:   []admissionregistrationv1.MutatingWebhook{other, ours, claims},
@@ -129,7 +138,7 @@ func TestCABundleInjector(t *testing.T) {
 				c.Webhooks = c.Webhooks[:1]
 				return c
 			}()},
-			wantErr: "has no webhook " + WebhookName,
+			wantErr: "has no webhook " + gateWebhook,
 		},
 		{
 			name: "a configuration from before the claim webhook: the pod gate's is set",
@@ -169,7 +178,7 @@ func TestCABundleInjector(t *testing.T) {
 						return nil
 					},
 				}).Build()
-			inj := &CABundleInjector{Client: c, APIReader: c, ConfigName: DefaultWebhookConfigName, CABundle: ours}
+			inj := &CABundleInjector{Client: c, APIReader: c, ConfigName: DefaultWebhookConfigName, Webhooks: ourWebhooks, CABundle: ours}
 			wrote, err := inj.Inject(context.Background())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -205,12 +214,12 @@ func TestCABundleInjector(t *testing.T) {
 // TestServiceSelfSignedHandshake: the API server calls the webhook at
 // https://<service>.<namespace>.svc:443 and trusts only the caBundle.
 func TestServiceSelfSignedHandshake(t *testing.T) {
-	ss, err := NewServiceSelfSigned(DefaultWebhookServiceName, DefaultNamespace, 9443)
+	ss, err := NewServiceSelfSigned(DefaultWebhookServiceName, "drastack-system", 9443)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr, pool := serveSelfSigned(t, ss)
-	for _, name := range []string{DefaultWebhookServiceName + "." + DefaultNamespace + ".svc", DefaultWebhookServiceName + "." + DefaultNamespace + ".svc.cluster.local"} {
+	for _, name := range []string{DefaultWebhookServiceName + ".drastack-system.svc", DefaultWebhookServiceName + ".drastack-system.svc.cluster.local"} {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: name})
 		if err != nil {
 			t.Errorf("handshake as %s: %v", name, err)
@@ -222,7 +231,7 @@ func TestServiceSelfSignedHandshake(t *testing.T) {
 		_ = conn.Close()
 		t.Error("the certificate must not be valid for another Service")
 	}
-	if _, err := NewServiceSelfSigned("", DefaultNamespace, 9443); err == nil {
+	if _, err := NewServiceSelfSigned("", "drastack-system", 9443); err == nil {
 		t.Error("a certificate without a Service name must be refused")
 	}
 }
@@ -235,7 +244,7 @@ func TestCABundleInjectorWatch(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(webhookConfig(nil)).Build()
 	fw := watch.NewFake()
 	opened := make(chan struct{}, 4)
-	inj := &CABundleInjector{Client: c, APIReader: c, ConfigName: DefaultWebhookConfigName, CABundle: ours, Interval: time.Hour,
+	inj := &CABundleInjector{Client: c, APIReader: c, ConfigName: DefaultWebhookConfigName, Webhooks: ourWebhooks, CABundle: ours, Interval: time.Hour,
 		Watch: func(context.Context) (watch.Interface, error) {
 			opened <- struct{}{}
 			return fw, nil

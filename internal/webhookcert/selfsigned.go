@@ -1,4 +1,4 @@
-package claims
+package webhookcert
 
 import (
 	"context"
@@ -208,9 +208,9 @@ type Registrar struct {
 	Client     client.Client
 	APIReader  client.Reader
 	SelfSigned *SelfSigned
-	// Namespace is the operator's namespace, which the webhook leaves
-	// out; empty means DefaultNamespace.
-	Namespace string
+	// Webhooks returns the webhooks to register, given how the API server
+	// reaches the one served at a path.
+	Webhooks func(clientFor func(path string) admissionregistrationv1.WebhookClientConfig) []admissionregistrationv1.MutatingWebhook
 }
 
 // NeedLeaderElection is false: the webhook is served by every replica.
@@ -218,9 +218,9 @@ func (g *Registrar) NeedLeaderElection() bool { return false }
 
 // Start registers the webhook, retrying until it succeeds or ctx ends.
 func (g *Registrar) Start(ctx context.Context) error {
-	want := Webhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
+	want := g.Webhooks(func(path string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(g.SelfSigned.URL(path)), CABundle: g.SelfSigned.CABundle}
-	}, g.Namespace)
+	})
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := g.apply(ctx, want); err != nil {
 			log.FromContext(ctx).Error(err, "Registering the webhooks failed; retrying")

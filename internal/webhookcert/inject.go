@@ -1,4 +1,4 @@
-package claims
+package webhookcert
 
 import (
 	"bytes"
@@ -50,6 +50,10 @@ type CABundleInjector struct {
 	APIReader client.Reader
 	// ConfigName is the MutatingWebhookConfiguration to patch.
 	ConfigName string
+	// Webhooks names the webhooks of the configuration whose caBundle is
+	// set; the first must be present, the others may be missing (a
+	// configuration from before they existed).
+	Webhooks []string
 	// CABundle is this replica's PEM CA certificate.
 	CABundle []byte
 	// Interval between checks once injected; default 5 minutes.
@@ -137,13 +141,16 @@ func (i *CABundleInjector) changes(ctx context.Context) <-chan struct{} {
 }
 
 // Inject adds this replica's CA to the caBundle of each of the operator's
-// webhooks (webhookNames) in the configuration that does not hold it
-// already, and reports whether it wrote. The pod gate must be there; the
-// claim webhook may be missing (a configuration from before it existed).
+// webhooks (Webhooks) in the configuration that does not hold it
+// already, and reports whether it wrote. The first webhook must be there;
+// the others may be missing (a configuration from before they existed).
 // The patch names each webhook by index and tests its name and the
 // resourceVersion, so it never writes another webhook or a configuration
 // it did not read.
 func (i *CABundleInjector) Inject(ctx context.Context) (bool, error) {
+	if len(i.Webhooks) == 0 {
+		return false, fmt.Errorf("no webhook names to set the caBundle of in MutatingWebhookConfiguration %s", i.ConfigName)
+	}
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
 	if err := i.APIReader.Get(ctx, client.ObjectKey{Name: i.ConfigName}, &cfg); err != nil {
 		return false, fmt.Errorf("read MutatingWebhookConfiguration %s: %w", i.ConfigName, err)
@@ -151,10 +158,10 @@ func (i *CABundleInjector) Inject(ctx context.Context) (bool, error) {
 	ops := []map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": cfg.ResourceVersion}}
 	gate := false
 	for n, w := range cfg.Webhooks {
-		if !slices.Contains(webhookNames, w.Name) {
+		if !slices.Contains(i.Webhooks, w.Name) {
 			continue
 		}
-		gate = gate || w.Name == WebhookName
+		gate = gate || w.Name == i.Webhooks[0]
 		current := w.ClientConfig.CABundle
 		if holdsCA(current, i.CABundle) {
 			// Also when other replicas' CAs come first: reordering would
@@ -167,7 +174,7 @@ func (i *CABundleInjector) Inject(ctx context.Context) (bool, error) {
 			map[string]any{"op": "add", "path": path + "/clientConfig/caBundle", "value": mergeCABundle(current, i.CABundle, time.Now())})
 	}
 	if !gate {
-		return false, fmt.Errorf("MutatingWebhookConfiguration %s has no webhook %s", i.ConfigName, WebhookName)
+		return false, fmt.Errorf("MutatingWebhookConfiguration %s has no webhook %s", i.ConfigName, i.Webhooks[0])
 	}
 	if len(ops) == 1 {
 		return false, nil

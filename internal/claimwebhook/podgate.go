@@ -1,9 +1,8 @@
-package claims
+package claimwebhook
 
 import (
 	"context"
 	"fmt"
-	"k8s.io/client-go/kubernetes"
 	"net/http"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -15,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +24,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/webhookcert"
 )
 
 // The pod admission webhook. The marker below makes controller-gen write
@@ -41,7 +42,7 @@ import (
 // their operator-allocated claims itself (without the CEL constraints;
 // immediate claims are still allocated by the operator first in the usual
 // case, since they exist before their pods). This webhook never touches
-// claims (the claim webhook of claimwebhook.go only adds the
+// claims (the claim webhook of finalizer.go only adds the
 // delete-protection finalizer to new ones). timeoutSeconds is short for the same
 // reason: a slow operator must not slow every pod creation.
 //
@@ -235,11 +236,11 @@ func readThrough(ctx context.Context, cache, api client.Reader, key types.Namesp
 // (no OLM) makes the API server call its webhook.
 type SelfRegistration struct {
 	// SelfSigned is the certificate the webhook server presents.
-	SelfSigned *SelfSigned
+	SelfSigned *webhookcert.SelfSigned
 	// ConfigName, in the cluster (`make deploy`), is the existing
 	// MutatingWebhookConfiguration whose caBundle is set
 	// (CABundleInjector). Empty, outside the cluster (tests, `make demo`),
-	// the Registrar registers SelfSignedWebhookConfigName with a URL to
+	// the Registrar registers webhookcert.SelfSignedWebhookConfigName with a URL to
 	// SelfSigned.Host:Port.
 	ConfigName string
 	// Namespace is the operator's namespace, which a URL registration
@@ -271,10 +272,13 @@ func SetupWebhook(mgr ctrl.Manager, reg *SelfRegistration) error {
 		if err != nil {
 			return fmt.Errorf("client for the webhook configuration: %w", err)
 		}
-		runnable = &CABundleInjector{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ConfigName: reg.ConfigName, CABundle: reg.SelfSigned.CABundle,
-			Watch: WatchConfiguration(cs, reg.ConfigName)}
+		runnable = &webhookcert.CABundleInjector{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ConfigName: reg.ConfigName,
+			Webhooks: webhookNames, CABundle: reg.SelfSigned.CABundle, Watch: webhookcert.WatchConfiguration(cs, reg.ConfigName)}
 	} else {
-		runnable = &Registrar{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SelfSigned: reg.SelfSigned, Namespace: reg.Namespace}
+		runnable = &webhookcert.Registrar{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SelfSigned: reg.SelfSigned,
+			Webhooks: func(clientFor func(path string) admissionregistrationv1.WebhookClientConfig) []admissionregistrationv1.MutatingWebhook {
+				return Webhooks(clientFor, reg.Namespace)
+			}}
 	}
 	if err := mgr.Add(runnable); err != nil {
 		return fmt.Errorf("add the webhook registration: %w", err)
