@@ -236,7 +236,7 @@ func TestNewestStateWins(t *testing.T) {
 	l, _ := readyLedger(1)
 	c := claim("a", "10")
 	l.Observe(withAllocation(c, "20", allocation("d0"))) // a response
-	l.Observe(withAllocation(c, "15", nil))             // the cache, behind
+	l.Observe(withAllocation(c, "15", nil))              // the cache, behind
 	if s := l.StateOf(c.UID); s.Allocation == nil || s.Version != 20 {
 		t.Fatalf("state %+v, want the allocation at version 20", s)
 	}
