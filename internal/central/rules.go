@@ -218,3 +218,59 @@ func mergeLabels(have, want map[string]string) map[string]string {
 	}
 	return out
 }
+
+// DeviceID names one device.
+type DeviceID struct {
+	Driver, Pool, Device string
+}
+
+// HoldRules returns, sorted by name, one DeviceTaintRule per device:
+// devices that left the partition while an allocation of the operator
+// still holds them keep the central taint until they are released
+// (docs/allocation-protocol.md, section 4), so that kube-scheduler, which
+// may see the rule go before it sees the allocation, never gives them
+// away.
+func HoldRules(devices []DeviceID) []resourcev1.DeviceTaintRule {
+	seen := map[DeviceID]bool{}
+	var out []resourcev1.DeviceTaintRule
+	for _, d := range devices {
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		out = append(out, resourcev1.DeviceTaintRule{
+			TypeMeta:   metav1.TypeMeta{APIVersion: resourcev1.SchemeGroupVersion.String(), Kind: "DeviceTaintRule"},
+			ObjectMeta: metav1.ObjectMeta{Name: HoldRuleName(d), Labels: RuleLabels()},
+			Spec: resourcev1.DeviceTaintRuleSpec{
+				DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr(d.Driver), Pool: ptr(d.Pool), Device: ptr(d.Device)},
+				Taint:          Taint(),
+			},
+		})
+	}
+	slices.SortFunc(out, func(a, b resourcev1.DeviceTaintRule) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// HoldRuleName is the deterministic name of the rule that keeps one held
+// device tainted.
+func HoldRuleName(d DeviceID) string {
+	sum := sha256.Sum256([]byte(d.Driver + "\x00" + d.Pool + "\x00" + d.Device))
+	name := ruleNamePrefix + "hold-" + namePart(d.Driver, maxDriverPart)
+	if pp := namePart(d.Pool+"-"+d.Device, maxPoolPart); pp != "" {
+		name += "-" + pp
+	}
+	return name + "-" + hex.EncodeToString(sum[:4])
+}
+
+// Covered reports whether one of rules selects the device (by driver, and
+// pool and device when the rule names them).
+func Covered(rules []resourcev1.DeviceTaintRule, driver, pool, device string) bool {
+	for i := range rules {
+		sel := rules[i].Spec.DeviceSelector
+		if sel == nil || (sel.Driver != nil && *sel.Driver != driver) || (sel.Pool != nil && *sel.Pool != pool) || (sel.Device != nil && *sel.Device != device) {
+			continue
+		}
+		return true
+	}
+	return false
+}

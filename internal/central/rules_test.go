@@ -314,3 +314,27 @@ func applyDiff(existing []resourcev1.DeviceTaintRule, d RuleDiff) []resourcev1.D
 	}
 	return out
 }
+
+func TestHoldRules(t *testing.T) {
+	a := DeviceID{Driver: "gpu.example.com", Pool: "n1", Device: "gpu-0"}
+	b := DeviceID{Driver: "gpu.example.com", Pool: "n1", Device: "gpu-1"}
+	rules := HoldRules([]DeviceID{b, a, a})
+	if len(rules) != 2 {
+		t.Fatalf("%d rules, want one per device", len(rules))
+	}
+	for _, r := range rules {
+		if !Owned(&r) || r.Spec.Taint != Taint() || r.Spec.DeviceSelector.Device == nil {
+			t.Errorf("rule %s: owned %v, taint %+v, selector %+v", r.Name, Owned(&r), r.Spec.Taint, r.Spec.DeviceSelector)
+		}
+	}
+	if HoldRuleName(a) == HoldRuleName(b) || HoldRuleName(a) == RuleName(a.Driver, a.Pool) {
+		t.Error("hold rule names must differ per device and from pool rules")
+	}
+	if !Covered(rules, a.Driver, a.Pool, a.Device) || Covered(rules, a.Driver, a.Pool, "gpu-2") {
+		t.Error("Covered must match exactly the held devices")
+	}
+	pool := []resourcev1.DeviceTaintRule{{Spec: resourcev1.DeviceTaintRuleSpec{DeviceSelector: poolSelector(PoolID{Driver: a.Driver, Pool: a.Pool})}}}
+	if !Covered(pool, a.Driver, a.Pool, "anything") || Covered(pool, a.Driver, "n2", "gpu-0") {
+		t.Error("a pool rule covers every device of its pool only")
+	}
+}

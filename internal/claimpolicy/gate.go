@@ -148,19 +148,32 @@ func WithoutGate(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {
 	return slices.DeleteFunc(slices.Clone(gates), func(g corev1.PodSchedulingGate) bool { return g.Name == SchedulingGate })
 }
 
-// Unschedulable returns since when kube-scheduler reports the pod as
+// SchedulerName is the field manager of kube-scheduler's writes.
+const SchedulerName = "kube-scheduler"
+
+// Unschedulable reports whether kube-scheduler reports the pod as
 // unschedulable (its PodScheduled condition False with reason
-// Unschedulable), and false when it does not.
+// Unschedulable) and when it last wrote the pod's status, as its entry in
+// the pod's managedFields tells (zero when that is not known). The
+// condition's lastTransitionTime cannot tell: it moves only when the
+// status flips, so for a pod that waited behind a gate it is its creation.
 func Unschedulable(pod *corev1.Pod) (time.Time, bool) {
 	if pod.Spec.NodeName != "" {
 		return time.Time{}, false
 	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return c.LastTransitionTime.Time, true
+	unschedulable := slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+	})
+	if !unschedulable {
+		return time.Time{}, false
+	}
+	var at time.Time
+	for _, mf := range pod.ManagedFields {
+		if mf.Manager == SchedulerName && mf.Subresource == "status" && mf.Time != nil && mf.Time.After(at) {
+			at = mf.Time.Time
 		}
 	}
-	return time.Time{}, false
+	return at, true
 }
 
 // Replacement is Replace's answer for one claim.
@@ -177,20 +190,25 @@ type Replacement struct {
 // placed again because its pod cannot run where the allocation put it:
 // the operator allocated it (fieldManager), nobody reserved it, it is not
 // immediate (an immediate claim has no pod to follow, so it is never
-// moved), and its pod has been unschedulable for longer than
-// cfg.PlacementTimeout. A pod that is gated, bound, or schedulable keeps
-// its claims.
+// moved), kube-scheduler reported the pod unschedulable after the claim
+// was allocated (its status write is not older than the claim's
+// allocationTimestamp), and cfg.PlacementTimeout has passed since that
+// timestamp. A pod that is gated, bound, or not judged since keeps its
+// claims. Counting from the allocation, not from the pod's condition,
+// means a placement is never taken back for a verdict about an earlier
+// one, and each new placement gets the whole timeout.
 func Replace(cfg Config, c *resourceapi.ResourceClaim, pod *corev1.Pod, fieldManager string, now time.Time) Replacement {
 	if SelectClaim(cfg, c) == WhyNone || IsImmediate(cfg, c) || !Movable(c, fieldManager) || pod == nil || HasGate(pod) || pod.DeletionTimestamp != nil {
 		return Replacement{}
 	}
-	since, ok := Unschedulable(pod)
-	if !ok {
+	judged, ok := Unschedulable(pod)
+	ts := c.Status.Allocation.AllocationTimestamp
+	if !ok || ts == nil || judged.Before(ts.Time) {
 		return Replacement{}
 	}
-	if waited := now.Sub(since); waited < cfg.PlacementTimeout {
+	if waited := now.Sub(ts.Time); waited < cfg.PlacementTimeout {
 		return Replacement{After: cfg.PlacementTimeout - waited}
 	}
-	return Replacement{Now: true, Reason: fmt.Sprintf("pod %s has been unschedulable since %s (longer than spec.claims.placementTimeout %s) with the claim allocated",
-		pod.Name, since.UTC().Format(time.RFC3339), cfg.PlacementTimeout)}
+	return Replacement{Now: true, Reason: fmt.Sprintf("kube-scheduler reported pod %s unschedulable at %s, after the claim was allocated at %s, and spec.claims.placementTimeout (%s) has passed",
+		pod.Name, judged.UTC().Format(time.RFC3339), ts.UTC().Format(time.RFC3339), cfg.PlacementTimeout)}
 }

@@ -42,17 +42,25 @@ func TestSelectCentralClass(t *testing.T) {
 func TestReplace(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	cfg := Config{Active: true, Engine: "native", GatePods: true, PlacementTimeout: time.Minute}
-	unschedulableSince := func(ago time.Duration) podOpt {
+	// judged: kube-scheduler wrote Unschedulable this long ago (its
+	// condition itself is as old as the pod, as for a pod that was gated).
+	judged := func(ago time.Duration) podOpt {
 		return func(p *corev1.Pod) {
 			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
 				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-				LastTransitionTime: metav1.NewTime(now.Add(-ago)),
+				LastTransitionTime: metav1.NewTime(now.Add(-24 * time.Hour)),
 			})
+			p.ManagedFields = append(p.ManagedFields,
+				metav1.ManagedFieldsEntry{Manager: "kube-scheduler", Subresource: "status", Time: ptrTime(now.Add(-ago))},
+				metav1.ManagedFieldsEntry{Manager: "kubelet", Subresource: "status", Time: ptrTime(now)})
 		}
 	}
 	bound := func(p *corev1.Pod) { p.Spec.NodeName = "n1" }
-	ours := func(opts ...claimOpt) *resourceapi.ResourceClaim {
-		return claim("c", append([]claimOpt{withCEL, allocated(0, "d/p/x"), managedBy("drastack-claims")}, opts...)...)
+	// ours was allocated this long ago.
+	ours := func(ago time.Duration, opts ...claimOpt) *resourceapi.ResourceClaim {
+		c := claim("c", append([]claimOpt{withCEL, allocated(0, "d/p/x"), managedBy("drastack-claims")}, opts...)...)
+		c.Status.Allocation.AllocationTimestamp = ptrTime(now.Add(-ago))
+		return c
 	}
 	for _, tc := range []struct {
 		name      string
@@ -61,15 +69,17 @@ func TestReplace(t *testing.T) {
 		wantNow   bool
 		wantAfter time.Duration
 	}{
-		{"unschedulable longer than the timeout: placed again", ours(), pod(unschedulableSince(2 * time.Minute)), true, 0},
-		{"unschedulable for a while: look again when the timeout ends", ours(), pod(unschedulableSince(20 * time.Second)), false, 40 * time.Second},
-		{"bound pod keeps its claim", ours(), pod(unschedulableSince(time.Hour), bound), false, 0},
-		{"gated pod keeps its claim (the operator places it)", ours(), pod(unschedulableSince(time.Hour), gated(SchedulingGate)), false, 0},
-		{"a pod kube-scheduler has not judged keeps its claim", ours(), pod(), false, 0},
-		{"reserved claims stay", ours(reserved), pod(unschedulableSince(time.Hour)), false, 0},
-		{"claims kube-scheduler allocated stay", claim("c", withCEL, allocated(0, "d/p/x"), managedBy("kube-scheduler")), pod(unschedulableSince(time.Hour)), false, 0},
-		{"immediate claims are never moved", ours(withImmediateLabel), pod(unschedulableSince(time.Hour)), false, 0},
-		{"no pod: nothing to follow", ours(), nil, false, 0},
+		{"judged after the allocation, which is older than the timeout: placed again", ours(2 * time.Minute), pod(judged(time.Minute)), true, 0},
+		{"judged after an allocation 20 s old: look again when the timeout ends", ours(20 * time.Second), pod(judged(10 * time.Second)), false, 40 * time.Second},
+		{"judged before the allocation (a verdict about an earlier placement)", ours(2 * time.Minute), pod(judged(3 * time.Minute)), false, 0},
+		{"judged in the allocation's second counts", ours(2 * time.Minute), pod(judged(2 * time.Minute)), true, 0},
+		{"bound pod keeps its claim", ours(time.Hour), pod(judged(time.Minute), bound), false, 0},
+		{"gated pod keeps its claim (the operator places it)", ours(time.Hour), pod(judged(time.Minute), gated(SchedulingGate)), false, 0},
+		{"a pod kube-scheduler has not judged keeps its claim", ours(time.Hour), pod(), false, 0},
+		{"reserved claims stay", ours(time.Hour, reserved), pod(judged(time.Minute)), false, 0},
+		{"claims kube-scheduler allocated stay", claim("c", withCEL, allocated(0, "d/p/x"), managedBy("kube-scheduler")), pod(judged(time.Minute)), false, 0},
+		{"immediate claims are never moved", ours(time.Hour, withImmediateLabel), pod(judged(time.Minute)), false, 0},
+		{"no pod: nothing to follow", ours(time.Hour), nil, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Replace(cfg, tc.claim, tc.pod, "drastack-claims", now)
@@ -81,4 +91,9 @@ func TestReplace(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ptrTime(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t.Truncate(time.Second))
+	return &mt
 }

@@ -1,6 +1,8 @@
 package claimpolicy
 
 import (
+	"slices"
+
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/drastack/drastack/internal/allocator"
@@ -94,4 +96,28 @@ func SelectTemplate(cfg Config, t *resourceapi.ResourceClaimTemplate) Why {
 		return WhyNone
 	}
 	return Select(cfg, t.Spec.Labels, t.Spec.Annotations, &t.Spec.Spec)
+}
+
+// Scope lists the DeviceClasses that make a claim the operator's under
+// cfg (its central and immediate classes), sorted: what the allocation
+// fence records for a term (docs/allocation-protocol.md, section 2).
+func Scope(cfg Config) []string {
+	return sortedSet(append(slices.Clone(cfg.CentralClasses), cfg.ImmediateClasses...))
+}
+
+// InScope reports whether a claim is the operator's under some
+// configuration whose Scope is scope: it carries CEL constraints or the
+// Immediate label, or a request names a class of scope. The fence's sweep
+// fences what an earlier term may still write with it.
+func InScope(scope []string, c *resourceapi.ResourceClaim) bool {
+	if c == nil {
+		return false
+	}
+	if _, ok := c.Annotations[allocator.CELConstraintsAnnotation]; ok {
+		return true
+	}
+	if c.Labels[AllocationLabel] == AllocationImmediate {
+		return true
+	}
+	return usesClass(&c.Spec, func(class string) bool { return slices.Contains(scope, class) })
 }

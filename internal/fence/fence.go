@@ -62,6 +62,7 @@ var ErrLost = errors.New("this process no longer holds the allocation fence: ano
 // methods.
 type Fence struct {
 	client    client.Client
+	reader    client.Reader
 	key       types.NamespacedName
 	identity  string
 	onLost    func()
@@ -75,6 +76,10 @@ type Fence struct {
 	inFlight  bool
 	waiters   []waiter
 	lostError error
+	// lost is closed when the term's fence is found lost.
+	lost chan struct{}
+	// scope is what the term's fence records.
+	scope []string
 }
 
 type waiter struct {
@@ -84,8 +89,11 @@ type waiter struct {
 
 // Options configure a Fence.
 type Options struct {
-	// Client reads and writes the Lease (no cache: reads must be fresh).
+	// Client writes the Lease.
 	Client client.Client
+	// Reader reads it from the API server itself (never a cache: the
+	// acquisition must see the previous term's last write); default Client.
+	Reader client.Reader
 	// Namespace and Name of the Lease; Name defaults to DefaultName.
 	Namespace, Name string
 	// Identity names this process (the leader-election identity).
@@ -104,7 +112,10 @@ func New(o Options) *Fence {
 	if o.Sleep == nil {
 		o.Sleep = time.Sleep
 	}
-	return &Fence{client: o.Client, key: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, identity: o.Identity, onLost: o.OnLost, sleep: o.Sleep}
+	if o.Reader == nil {
+		o.Reader = o.Client
+	}
+	return &Fence{client: o.Client, reader: o.Reader, key: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, identity: o.Identity, onLost: o.OnLost, sleep: o.Sleep}
 }
 
 // Acquire starts a new term: it makes this process the fence's holder with
@@ -122,7 +133,7 @@ func (f *Fence) Acquire(ctx context.Context, scope []string) (previous []string,
 	}
 	for {
 		var lease coordinationv1.Lease
-		err := f.client.Get(ctx, f.key, &lease)
+		err := f.reader.Get(ctx, f.key, &lease)
 		switch {
 		case apierrors.IsNotFound(err):
 			lease = coordinationv1.Lease{
@@ -157,6 +168,7 @@ func (f *Fence) Acquire(ctx context.Context, scope []string) (previous []string,
 		v := ledger.ParseVersion(lease.ResourceVersion)
 		f.mu.Lock()
 		f.term, f.holding, f.acquired, f.last, f.seq, f.lostError = term, true, v, v, 0, nil
+		f.lost, f.scope = make(chan struct{}), sortedSet(scope)
 		f.mu.Unlock()
 		return previous, v, nil
 	}
@@ -167,6 +179,33 @@ func (f *Fence) Term() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.term
+}
+
+// Lost is closed when the current term's fence is found lost (nil before
+// Acquire).
+func (f *Fence) Lost() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lost
+}
+
+// EnsureScope records classes in the term's scope, unless they are there
+// already (SetScope).
+func (f *Fence) EnsureScope(ctx context.Context, classes []string) error {
+	f.mu.Lock()
+	missing := false
+	for _, c := range classes {
+		if _, found := slices.BinarySearch(f.scope, c); !found {
+			missing = true
+			break
+		}
+	}
+	union := sortedSet(append(slices.Clone(f.scope), classes...))
+	f.mu.Unlock()
+	if !missing {
+		return nil
+	}
+	return f.SetScope(ctx, union)
 }
 
 // Holding reports whether this process holds the fence as far as it knows.
@@ -305,8 +344,11 @@ func (f *Fence) SetScope(ctx context.Context, scope []string) error {
 	switch {
 	case errors.Is(err, ErrLost):
 		f.loseLocked(err)
-	case err == nil && v > f.last:
-		f.last = v
+	case err == nil:
+		f.scope = sortedSet(scope)
+		if v > f.last {
+			f.last = v
+		}
 	}
 	return err
 }
@@ -327,7 +369,7 @@ func (f *Fence) patch(ctx context.Context, ops []map[string]any) (ledger.Version
 	// A failed test of the holder is a 422; so is much else, and a
 	// timeout says nothing. Whose the fence is decides.
 	var cur coordinationv1.Lease
-	if gerr := f.client.Get(ctx, f.key, &cur); gerr == nil {
+	if gerr := f.reader.Get(ctx, f.key, &cur); gerr == nil {
 		f.mu.Lock()
 		mine := f.identity + "#" + f.term
 		f.mu.Unlock()
@@ -346,6 +388,7 @@ func (f *Fence) loseLocked(err error) {
 		return
 	}
 	f.holding, f.lostError = false, err
+	close(f.lost)
 	if f.onLost != nil {
 		go f.onLost()
 	}

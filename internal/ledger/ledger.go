@@ -103,27 +103,46 @@ func (l *Ledger) Exclusive(ctx context.Context, fn func() error) error {
 	return fn()
 }
 
-// Holds reports whether any claim the ledger counts as allocated, or any
-// pending reservation, uses a device for which held is true. The taint
+// Held is a device an allocation or reservation the ledger counts uses.
+type Held struct {
+	Driver, Pool, Device string
+	// Claim is the claim that holds it.
+	Claim types.NamespacedName
+}
+
+// Holds lists the devices for which match is true that a claim the ledger
+// counts as allocated, or a pending reservation, uses, sorted. The taint
 // loop asks it, in an Exclusive turn, before a device leaves the
-// partition.
-func (l *Ledger) Holds(held func(driver, pool, device string) bool) []types.NamespacedName {
+// partition: a held device stays tainted until it is released.
+func (l *Ledger) Holds(match func(driver, pool, device string) bool) []Held {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []types.NamespacedName
+	var out []Held
 	for _, r := range l.claims {
 		c := r.allocated()
 		if c == nil {
 			continue
 		}
 		for _, res := range c.Status.Allocation.Devices.Results {
-			if held(res.Driver, res.Pool, res.Device) {
-				out = append(out, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
-				break
+			if match(res.Driver, res.Pool, res.Device) {
+				out = append(out, Held{Driver: res.Driver, Pool: res.Pool, Device: res.Device,
+					Claim: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Driver != b.Driver {
+			return a.Driver < b.Driver
+		}
+		if a.Pool != b.Pool {
+			return a.Pool < b.Pool
+		}
+		if a.Device != b.Device {
+			return a.Device < b.Device
+		}
+		return a.Claim.String() < b.Claim.String()
+	})
 	return out
 }
 
@@ -395,6 +414,9 @@ func (l *Ledger) allocatedLocked() []*resourceapi.ResourceClaim {
 type Decision struct {
 	l    *Ledger
 	sess allocator.Session
+	// made are the reservations of this turn: if the turn fails, they are
+	// dropped (no write of them was sent yet).
+	made []types.UID
 }
 
 // Session is the engine session of the turn: it counts every allocation
@@ -441,14 +463,33 @@ func (d *Decision) Reserve(c *resourceapi.ResourceClaim, alloc *resourceapi.Allo
 	}
 	r.res = &reservation{asRead: asRead, precondition: v, unit: unit}
 	l.sess.recorded[c.UID] = true
+	d.made = append(d.made, c.UID)
 	return nil
+}
+
+// abandon drops the reservations of a turn that failed: none of their
+// writes was sent, so nothing can commit them.
+func (d *Decision) abandon() {
+	if len(d.made) == 0 {
+		return
+	}
+	l := d.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, uid := range d.made {
+		if r := l.claims[uid]; r != nil && r.res != nil {
+			r.res = nil
+			l.gcLocked(uid, r)
+		}
+	}
+	l.bumpLocked()
 }
 
 // Decide runs fn in a decision turn of tenant (a namespace: turns go round
 // the tenants, see turns) with a session of engine e that counts every
-// allocation and reservation the ledger knows. It returns the engine time
-// the turn took too, and fails with ErrNotReady while the ledger is not
-// ready.
+// allocation and reservation the ledger knows. If fn fails, the
+// reservations it made are dropped. It fails with ErrNotReady while the
+// ledger is not ready.
 func (l *Ledger) Decide(ctx context.Context, tenant string, e allocator.Engine, fn func(*Decision) error) error {
 	release, err := l.turns.acquire(ctx, tenant)
 	if err != nil {
@@ -471,5 +512,19 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, e allocator.Engine, 
 	if err != nil {
 		return err
 	}
-	return fn(&Decision{l: l, sess: sess})
+	d := &Decision{l: l, sess: sess}
+	if err := fn(d); err != nil {
+		d.abandon()
+		return err
+	}
+	return nil
+}
+
+// Allocated lists the claims the ledger counts as allocated, pending
+// reservations included, for a read-only engine run outside the turns
+// (the verdict of an Unsatisfiable Event).
+func (l *Ledger) Allocated() []*resourceapi.ResourceClaim {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.allocatedLocked()
 }

@@ -316,8 +316,29 @@ func TestHolds(t *testing.T) {
 	}
 	l.Observe(withAllocation(claim("x", "5"), "6", allocation("d2")))
 	got := l.Holds(func(_, _, d string) bool { return d != "d1" })
-	want := []types.NamespacedName{{Namespace: "ns", Name: "a"}, {Namespace: "ns", Name: "x"}}
+	want := []Held{{Driver: drv, Pool: "p", Device: "d0", Claim: types.NamespacedName{Namespace: "ns", Name: "a"}},
+		{Driver: drv, Pool: "p", Device: "d2", Claim: types.NamespacedName{Namespace: "ns", Name: "x"}}}
 	if !slices.Equal(got, want) {
 		t.Errorf("Holds = %v, want %v", got, want)
+	}
+}
+
+// A turn that fails keeps none of its reservations.
+func TestFailedTurnReservesNothing(t *testing.T) {
+	l, _ := readyLedger(2)
+	err := l.Decide(context.Background(), "ns", native.New(), func(d *Decision) error {
+		if err := d.Reserve(claim("a", "10"), allocation("d0"), "u"); err != nil {
+			return err
+		}
+		return errors.New("the second claim of the unit failed")
+	})
+	if err == nil {
+		t.Fatal("want the turn's error")
+	}
+	if _, ok := l.Reserved("uid-a"); ok {
+		t.Error("a reservation of a failed turn stayed")
+	}
+	if n := free(t, l); n != 2 {
+		t.Errorf("%d free, want 2", n)
 	}
 }

@@ -196,8 +196,13 @@ func (l *Ledger) session(ctx context.Context, e allocator.Engine) (allocator.Ses
 	if err != nil {
 		return nil, err
 	}
+	keys := maps.Clone(view.LabelKeys)
+	if keys == nil {
+		// Read, and empty: no label change can make the session stale.
+		keys = map[string]bool{}
+	}
 	l.mu.Lock()
-	current := l.keysRead(version, view.LabelKeys)
+	current := l.keysRead(version, keys)
 	l.mu.Unlock()
 	if !current {
 		return nil, errSessionChanged
@@ -221,7 +226,7 @@ func (l *Ledger) session(ctx context.Context, e allocator.Engine) (allocator.Ses
 		// may miss a freed or changed allocation.
 		return nil, errSessionChanged
 	}
-	l.sess.cur = builtSession{session: sess, engine: e.Name(), version: version, config: view.Config, labelKeys: maps.Clone(view.LabelKeys)}
+	l.sess.cur = builtSession{session: sess, engine: e.Name(), version: version, config: view.Config, labelKeys: keys}
 	l.sess.recorded = recorded
 	for _, c := range toRecord {
 		if recorded[c.UID] {

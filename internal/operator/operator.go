@@ -5,6 +5,7 @@ package operator
 
 import (
 	"cmp"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -147,6 +148,17 @@ func rateLimited(cfg *rest.Config, o Options) *rest.Config {
 	return out
 }
 
+// processIdentity names this process in the allocation fence: the host
+// name (the pod's name in a cluster) and a random part, as leader
+// election's identity.
+func processIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "drastack"
+	}
+	return host + "_" + rand.Text()[:10]
+}
+
 // Scheme returns a scheme with the Kubernetes and drastack types.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -215,6 +227,8 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		APIReader:      mgr.GetAPIReader(),
 		Recorder:       mgr.GetEventRecorder("drastack-claims"),
 		StatusInterval: o.ClaimStatusInterval,
+		FenceNamespace: cmp.Or(o.LeaderElectionNamespace, operatorNamespace(o.Namespace)),
+		Identity:       processIdentity(),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up claim controller: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/ledger"
 )
 
 // Event reasons on claims and pods.
@@ -57,29 +58,37 @@ const (
 // claims of its pod; kube-scheduler's claims, and claims that are
 // allocated, reserved or being deleted, are never written here.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	defer r.decisions.enter()()
 	cfg, err := r.loadConfig(ctx)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read the DRAStack: %w", err)
 	}
-	var claim resourceapi.ResourceClaim
-	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
+	var cached resourceapi.ResourceClaim
+	if err := r.Client.Get(ctx, req.NamespacedName, &cached); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forgetClaim(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("read claim %s: %w", req, err)
 	}
-	if d := claimpolicy.Decide(cfg, &claim); d.Action != claimpolicy.ActionAllocate || !claimpolicy.IsImmediate(cfg, &claim) {
+	// A response of this process may be newer than the cache.
+	claim := r.ledger.Newest(&cached)
+	if res, ok := r.ledger.Reserved(claim.UID); ok {
+		if res.Unit != "" {
+			// A pod's placement: its loop writes the whole unit.
+			return ctrl.Result{}, nil
+		}
+		// Decided before; its write has no definite answer yet.
+		return r.finishWrite(ctx, claim, "")
+	}
+	if d := claimpolicy.Decide(cfg, claim); d.Action != claimpolicy.ActionAllocate || !claimpolicy.IsImmediate(cfg, claim) {
 		r.forgetClaim(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if r.snap.inFlight(claim.UID) {
-		// Allocated by this process; the cache has not caught up. Its
-		// update event brings the claim back.
-		return ctrl.Result{}, nil
+	claim, err = r.ensureFinalizer(ctx, claim)
+	if err != nil || claim == nil {
+		return ctrl.Result{RequeueAfter: retryNowDelay}, err
 	}
-	return r.allocateImmediate(ctx, cfg, &claim)
+	return r.allocateImmediate(ctx, cfg, claim)
 }
 
 func (r *Reconciler) forgetClaim(key types.NamespacedName) {
@@ -88,9 +97,8 @@ func (r *Reconciler) forgetClaim(key types.NamespacedName) {
 }
 
 // allocateImmediate runs the engine for one immediate claim, on any node,
-// and writes the result. The decision is made under the engine lock and
-// reserved in the snapshot, so that concurrent workers never choose the
-// same devices; the writes run outside the lock.
+// reserves the result in the ledger (in the claim's namespace's decision
+// turn) and writes it.
 func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Config, claim *resourceapi.ResourceClaim) (ctrl.Result, error) {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	engine, ok := r.engine(cfg.Engine)
@@ -99,14 +107,13 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 	}
 	r.claims.markWaiting(key, claim.CreationTimestamp.Time, r.now())
 	var (
-		result  allocator.Result
 		outcome claimpolicy.Outcome
 		failure error
 	)
-	err := r.snap.withSession(ctx, engine, func(sess allocator.Session) error {
+	err := r.ledger.Decide(ctx, claim.Namespace, engine, func(d *ledger.Decision) error {
 		actx, cancel := context.WithTimeout(ctx, cfg.AllocationTimeout)
 		defer cancel()
-		results, err := sess.Allocate(actx, []*resourceapi.ResourceClaim{central.ForOperator(claim)}, allocator.Options{MaxSteps: r.MaxSteps})
+		results, err := d.Session().Allocate(actx, []*resourceapi.ResourceClaim{central.ForOperator(claim)}, allocator.Options{MaxSteps: r.MaxSteps})
 		outcome, failure = classify(actx, err, cfg)
 		if outcome != claimpolicy.OutcomeAllocated {
 			return nil
@@ -114,62 +121,64 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 		if len(results) != 1 || results[0].Allocation == nil {
 			return fmt.Errorf("engine %s returned %d results without error for claim %s", engine.Name(), len(results), key)
 		}
-		result = results[0]
-		result.Allocation = stamped(result.Allocation, r.now())
-		return r.snap.reserve(sess, withAllocation(claim, result.Allocation), r.now())
+		return d.Reserve(claim, stamped(results[0].Allocation, r.now()), "")
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrNotReady):
+		// The term's sweep is under way; the claim is queued again when it
+		// ends (term.go).
+		return ctrl.Result{}, nil
+	case errors.Is(err, ledger.ErrStale) || errors.Is(err, ledger.ErrTaken):
+		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
+	case err != nil:
 		return ctrl.Result{}, err
 	}
 	allocationsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
 	if outcome != claimpolicy.OutcomeAllocated {
 		return r.claimFailed(ctx, claim, engine.Name(), outcome, failure)
 	}
-	written, err := r.writeReserved(ctx, claim, result.Allocation)
-	if err != nil || written == nil {
-		return r.afterFailedWrite(ctx, claim, engine.Name(), err)
-	}
-	allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.claims.seenSince(key, r.now())).Seconds())
-	r.forgetClaim(key)
-	log.FromContext(ctx).V(1).Info("Allocated claim", "claim", key, "engine", engine.Name(), "node", result.Node, "devices", len(result.Allocation.Devices.Results))
-	r.event(written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine%s: %s",
-		engine.Name(), onNode(result.Node), deviceList(result.Allocation))
-	return ctrl.Result{}, nil
+	return r.finishWrite(ctx, claim, engine.Name())
 }
 
-// writeReserved writes an allocation reserved in the snapshot, to the end
-// even when the manager stops (a write abandoned by the client may still
-// be committed after the next operator instance has read the claims), and
-// confirms or releases the reservation.
-func (r *Reconciler) writeReserved(ctx context.Context, claim *resourceapi.ResourceClaim, alloc *resourceapi.AllocationResult) (*resourceapi.ResourceClaim, error) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
-	written, err := r.write(wctx, claim, alloc)
-	if err != nil || written == nil {
-		r.snap.release(claim.UID)
-		return nil, err
-	}
-	r.snap.confirm(written)
-	return written, nil
-}
-
-// afterFailedWrite reports a write that did not happen. A refused write
-// is an Event and waits for the claim to change; a claim that no longer
-// needs the allocation ends quietly (its next event decides).
-func (r *Reconciler) afterFailedWrite(ctx context.Context, claim *resourceapi.ResourceClaim, engine string, err error) (ctrl.Result, error) {
-	switch {
-	case err == nil:
-		return ctrl.Result{}, nil
-	case errors.Is(err, errRefused):
-		allocationsTotal.WithLabelValues(engine, string(claimpolicy.OutcomeInvalid)).Inc()
-		key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
-		if r.claims.record(key, failure{outcome: claimpolicy.OutcomeInvalid, message: err.Error()}) {
-			r.event(claim, corev1.EventTypeWarning, EventRefused, "Allocate", "%v (not retried until the claim changes)", err)
+// finishWrite writes the reservation of an immediate claim and acts on how
+// it ended: an Event when confirmed, a new decision when released, the
+// same write again later when ambiguous.
+func (r *Reconciler) finishWrite(ctx context.Context, claim *resourceapi.ResourceClaim, engine string) (ctrl.Result, error) {
+	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	outcome, written, err := r.writeReserved(ctx, claim.UID)
+	switch outcome {
+	case writeConfirmed:
+		if written != nil {
+			allocationLatency.WithLabelValues(engineOr(engine, r.cfg.get().Engine)).Observe(r.now().Sub(r.claims.seenSince(key, r.now())).Seconds())
+			log.FromContext(ctx).V(1).Info("Allocated claim", "claim", key, "devices", len(written.Status.Allocation.Devices.Results))
+			r.event(written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine: %s",
+				engineOr(engine, r.cfg.get().Engine), deviceList(written.Status.Allocation))
 		}
+		r.forgetClaim(key)
+		return ctrl.Result{}, nil
+	case writeReleased:
+		if errors.Is(err, errRefused) {
+			allocationsTotal.WithLabelValues(engineOr(engine, r.cfg.get().Engine), string(claimpolicy.OutcomeInvalid)).Inc()
+			if r.claims.record(key, failure{outcome: claimpolicy.OutcomeInvalid, message: err.Error()}) {
+				r.event(claim, corev1.EventTypeWarning, EventRefused, "Allocate", "%v (not retried until the claim changes)", err)
+			}
+			return ctrl.Result{}, nil
+		}
+		// The claim changed under the write: decide again from its
+		// newest state.
+		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
+	case writeLost:
 		return ctrl.Result{}, nil
 	}
-	allocationsTotal.WithLabelValues(engine, string(claimpolicy.OutcomeError)).Inc()
-	return ctrl.Result{}, err
+	log.FromContext(ctx).V(1).Info("Allocation write without a definite answer; sending it again", "claim", key, "err", err)
+	return ctrl.Result{RequeueAfter: r.backoff.When(key)}, nil
+}
+
+func engineOr(e, fallback string) string {
+	if e != "" {
+		return e
+	}
+	return fallback
 }
 
 // classify turns an engine error into an outcome; a deadline of the

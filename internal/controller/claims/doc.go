@@ -6,41 +6,39 @@
 // spec.claims.central, with the configured engine (spec.claims.engine)
 // over the informer caches.
 //
-// Two allocators never share a device: the operator allocates only central
-// devices (spec.claims.central), and keeps them tainted NoSchedule for
-// kube-scheduler, which never allocates a device so tainted to a claim that
-// does not tolerate it. No timing window, hold object or take-back is part
-// of correctness. Three loops and a webhook work together:
+// docs/allocation-protocol.md is the specification of what follows. Two
+// allocators never share a device: the operator allocates only central
+// devices (spec.claims.central) and keeps them tainted NoSchedule for
+// kube-scheduler. Four loops work together, each thin:
 //
-//   - the taint loop (taintrules.go) keeps the DeviceTaintRules of the
-//     central devices in place (internal/central); the publisher writes the
-//     same taint into the slices it publishes itself;
+//   - the term runner (term.go) starts an allocation term when this
+//     process leads: it acquires the allocation fence (internal/fence) and
+//     sweeps what an earlier term could still write, then lets decisions
+//     begin;
 //   - the claim loop (allocate.go) allocates immediate claims as soon as
 //     they exist, on any node;
 //   - the placement loop (placement.go) allocates all of a pod's other
-//     operator claims together, in one engine call, on a node where the pod
-//     fits (internal/placement) and where its kube-scheduler claims fit too,
-//     then lifts the pod's scheduling gate; a pod kube-scheduler could not
-//     bind where its claims are gets them back after spec.claims.
-//     placementTimeout (claims.Replace), and the nodes kube-scheduler turned
-//     down are tried last (book.go, nodeMemory);
-//   - the admission webhooks of internal/claimwebhook gate every new pod
-//     with an operator claim when spec.claims.gatePods is true, and put
-//     the delete-protection finalizer on new operator claims.
+//     operator claims as one unit, on a node where the pod fits
+//     (internal/placement) and where its kube-scheduler claims fit too,
+//     then lifts the pod's scheduling gate; a unit whose writes did not all
+//     commit is taken back and placed again, and so is a placement
+//     kube-scheduler reports unschedulable (claimpolicy.Replace);
+//   - the taint loop (taintrules.go) keeps the DeviceTaintRules of the
+//     central devices in place (internal/central); a device leaves the
+//     partition only when nothing holds it.
 //
-// The engine sees one view of the cluster (central.EngineView): taints of
-// DeviceTaintRules applied, and the devices the operator must not use
-// tainted in the view only, so a claim passed through central.ForOperator
-// gets only central devices and one passed through central.ForScheduler
-// only kube-scheduler's. Decisions are made one at a time on one engine
-// session, which therefore sees every allocation the operator chose
-// (snapshot.go), and written in parallel the way kube-scheduler writes
-// them: the delete-protection finalizer, then status.allocation with its
-// allocationTimestamp, both merge patches with a resourceVersion
-// precondition (write.go).
+// Every decision is taken in a turn of the ledger (internal/ledger), which
+// owns what decisions read: the newest state of each claim, this
+// process's reservations, and the engine session. Writes (writer.go) are
+// conditioned on the version the decision read, fenced to the term, and
+// their answers go back to the ledger, which ends a reservation only on
+// evidence. The engine sees one view of the cluster (central.EngineView,
+// read by source.go).
 //
-// A status writer reports ClaimsReady and status.claims in the DRAStack
-// (stackstatus.go). Every decision comes from internal/claims,
-// internal/central and internal/placement; this package only watches,
-// calls and writes.
+// The admission webhooks of internal/claimwebhook gate new pods with an
+// operator claim and put the delete-protection finalizer on new operator
+// claims. A status writer reports ClaimsReady and status.claims in the
+// DRAStack (stackstatus.go). Decisions come from internal/claimpolicy,
+// internal/central, internal/placement and the engines; this package only
+// watches, calls and writes.
 package claims

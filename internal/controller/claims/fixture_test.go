@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,8 @@ import (
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/allocator/native"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/fence"
+	"github.com/drastack/drastack/internal/ledger"
 )
 
 // The test cluster: driver tdrv publishes one node-local pool per node
@@ -224,11 +227,92 @@ func newEnv(t testing.TB, funcs interceptor.Funcs, objs ...client.Object) *env {
 		Engines:  map[string]allocator.Engine{string(v1alpha1.EngineNative): native.New()},
 		Now:      func() time.Time { return e.now },
 	}
+	e.r.fence = &openFence{}
 	e.r.init()
 	e.r.podCache = e.c
 	e.r.taintRules = true
-	e.r.snap.taintRules = true
+	e.r.source.taintRules = true
+	e.r.ledger.SetReady(true)
 	return e
+}
+
+// openFence stands in for the allocation fence in tests of single
+// branches: the fake client's resourceVersions count per object, so the
+// real fence's comparison (package fence, tested there, in the
+// simulation and end to end) cannot run on it. It lets every write
+// through unless lost is set.
+type openFence struct {
+	lost     bool
+	acquired ledger.Version
+	scopes   [][]string
+}
+
+func (f *openFence) Acquire(_ context.Context, scope []string) ([]string, ledger.Version, error) {
+	f.scopes = append(f.scopes, scope)
+	return nil, f.acquired, nil
+}
+func (f *openFence) Term() string { return "test-term" }
+func (f *openFence) Await(context.Context, ledger.Version) error {
+	if f.lost {
+		return fence.ErrLost
+	}
+	return nil
+}
+func (f *openFence) EnsureScope(context.Context, []string) error { return nil }
+func (f *openFence) Lost() <-chan struct{}                       { return nil }
+
+// countSourceReads counts the session builds from now on (each reads the
+// cached slices once).
+func (e *env) countSourceReads() *atomic.Int32 {
+	n := &atomic.Int32{}
+	e.r.source.reader = &countingLister{Reader: e.c, n: n}
+	return n
+}
+
+type countingLister struct {
+	client.Reader
+	n *atomic.Int32
+}
+
+func (c *countingLister) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*resourceapi.ResourceSliceList); ok {
+		c.n.Add(1)
+	}
+	return c.Reader.List(ctx, list, opts...)
+}
+
+// decide takes a decision turn that allocates nothing: it builds the
+// session if it is not current.
+func (e *env) decide() {
+	e.t.Helper()
+	if err := e.r.ledger.Decide(context.Background(), tns, native.New(), func(*ledger.Decision) error { return nil }); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// markAllocatedBy records manager as the writer of the stored claim's
+// allocation, as the API server's managedFields would.
+func (e *env) markAllocatedBy(name, manager string) {
+	e.t.Helper()
+	c := e.claim(name)
+	c.ManagedFields = allocatedBy(c, "", manager).ManagedFields
+	if err := e.c.Update(context.Background(), c); err != nil {
+		e.t.Fatal(err)
+	}
+	e.r.ledger.Observe(e.claim(name))
+}
+
+// observeAll tells the ledger every claim of the fake API, as the claim
+// informer would.
+func (e *env) observeAll() {
+	e.t.Helper()
+	var list resourceapi.ResourceClaimList
+	if err := e.c.List(context.Background(), &list); err != nil {
+		e.t.Fatal(err)
+	}
+	for i := range list.Items {
+		e.r.ledger.Observe(&list.Items[i])
+	}
 }
 
 // events drains the recorded Events.

@@ -36,7 +36,24 @@ var (
 	}, []string{"engine", "result"})
 	replacedTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "drastack_claim_replacements_total",
-		Help: "Allocations the operator took back because their pod stayed unschedulable for longer than spec.claims.placementTimeout, to place them again.",
+		Help: "Allocations the operator took back to place them again: their pod stayed unschedulable for longer than spec.claims.placementTimeout after they were allocated, or the rest of the pod's placement did not commit.",
+	})
+	writesAmbiguous = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drastack_claim_writes_ambiguous_total",
+		Help: "Allocation writes that got no definite answer (a timeout, a 5xx, a reset connection, a 403); their reservations stay and they are sent again with the same precondition.",
+	})
+	unitsBroken = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drastack_claim_placements_broken_total",
+		Help: "Pod placements of which some claim's write can never commit; the written ones are taken back and the pod placed again as a whole.",
+	})
+	termSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "drastack_allocation_term_start_seconds",
+		Help:    "Time from a new leader starting an allocation term to its first possible decision: acquiring the allocation fence and sweeping what an earlier term could still write.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+	})
+	sweptTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "drastack_allocation_fence_swept_total",
+		Help: "Claims and DeviceTaintRules the sweeps of new allocation terms fenced.",
 	})
 	gatedPods = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "drastack_claim_gated_pods",
@@ -48,6 +65,7 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(allocationsTotal, allocationLatency, pendingClaims, writeConflicts, placementsTotal, replacedTotal, gatedPods)
+		ctrlmetrics.Registry.MustRegister(allocationsTotal, allocationLatency, pendingClaims, writeConflicts, placementsTotal, replacedTotal, gatedPods,
+			writesAmbiguous, unitsBroken, termSeconds, sweptTotal)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/ledger"
 	"github.com/drastack/drastack/internal/placement"
 )
 
@@ -31,24 +33,29 @@ const (
 	EventUnplaceable = "Unsatisfiable"
 )
 
-// placementReconciler places the operator claims of unscheduled pods:
-// all of a pod's operator claims together, in one engine call, on a node
-// where the pod fits (placement.Candidates) and where its kube-scheduler
-// claims fit too, then lifts the pod's scheduling gate. It also takes
-// back the placement of a pod that stayed unschedulable for longer than
-// spec.claims.placementTimeout (claims.Replace), so that it is placed
-// again. Pods are read from the cache r.podCache (see podCache).
+// placementReconciler places the operator claims of unscheduled pods, all
+// of a pod's operator claims as one unit (docs/allocation-protocol.md,
+// section 3): one engine call on one node where the pod fits
+// (placement.Candidates) and where its kube-scheduler claims fit too, one
+// reservation per claim, then the writes; the gate is lifted only when
+// every claim of the pod is allocated. A unit whose writes did not all
+// commit is taken back and placed again. It also takes back the placement
+// of a pod kube-scheduler reports unschedulable where its claims are
+// (claimpolicy.Replace). Pods are read from the cache r.podCache.
 type placementReconciler struct {
 	r *Reconciler
 }
 
 // podClaims are a pod's claims, sorted by what the operator does with
-// them.
+// them, as the ledger knows them.
 type podClaims struct {
 	// toPlace: the operator's, unallocated: allocated by this placement.
 	toPlace []*resourceapi.ResourceClaim
 	// placed: the operator's, allocated.
 	placed []*resourceapi.ResourceClaim
+	// pending: reservations of this pod's unit whose writes have no
+	// definite answer yet.
+	pending []*resourceapi.ResourceClaim
 	// scheduler: kube-scheduler's, unallocated: tried in the same engine
 	// call so the node chosen suits them too, never written.
 	scheduler []*resourceapi.ResourceClaim
@@ -59,10 +66,13 @@ type podClaims struct {
 	waiting []string
 }
 
+// unitOf names the placement unit of a pod: its UID, so that a pod
+// deleted and created again under the same name is another unit.
+func unitOf(pod *corev1.Pod) string { return "pod/" + string(pod.UID) }
+
 // Reconcile converges one pod.
 func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r := p.r
-	defer r.decisions.enter()()
 	cfg, err := r.loadConfig(ctx)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("read the DRAStack: %w", err)
@@ -91,6 +101,9 @@ func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if len(pc.pending) > 0 {
+		return p.finishUnit(ctx, cfg, &pod, pc, "")
+	}
 	if len(pc.waiting) > 0 {
 		log.FromContext(ctx).V(2).Info("Pod waits for its claims", "pod", req.NamespacedName, "waiting", pc.waiting)
 		return ctrl.Result{}, nil
@@ -101,6 +114,15 @@ func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{}, p.liftGate(ctx, &pod, "none of its claims is allocated by the operator")
 		}
 		return ctrl.Result{}, nil
+	}
+	if len(pc.toPlace) > 0 && len(pc.placed) > 0 {
+		// Some of the pod's operator claims are allocated, others not, and
+		// no write of them is under way: a unit that did not complete (a
+		// write that never committed, a crash, another term). Its
+		// allocations are taken back, and the pod placed again as a whole.
+		if undone, err := p.undo(ctx, &pod, pc.placed, "the pod's other claims are not allocated"); err != nil || undone {
+			return ctrl.Result{RequeueAfter: retryNowDelay}, err
+		}
 	}
 	if !gated && len(pc.toPlace) == 0 {
 		// kube-scheduler has the pod; take the placement back only if it
@@ -115,9 +137,12 @@ func (r *Reconciler) forgetPod(key types.NamespacedName) {
 	r.backoff.Forget(key)
 }
 
-// claimsOf reads the pod's claims from the cache and sorts them.
+// claimsOf reads the pod's claims from the cache, each at the newest state
+// the ledger knows, and sorts them.
 func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod) (podClaims, error) {
+	r := p.r
 	var pc podClaims
+	unit := unitOf(pod)
 	for _, ref := range claimpolicy.PodClaims(pod) {
 		switch {
 		case ref.NotNeeded:
@@ -126,42 +151,49 @@ func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimpolicy.Conf
 			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s: not created from template %s yet", ref.Name, ref.Template))
 			continue
 		}
-		var c resourceapi.ResourceClaim
-		if err := p.r.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.ClaimName}, &c); err != nil {
+		var cached resourceapi.ResourceClaim
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: ref.ClaimName}, &cached); err != nil {
 			if apierrors.IsNotFound(err) {
 				pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s does not exist", ref.ClaimName))
 				continue
 			}
 			return pc, fmt.Errorf("read claim %s/%s: %w", pod.Namespace, ref.ClaimName, err)
 		}
-		ours := claimpolicy.SelectClaim(cfg, &c) != claimpolicy.WhyNone
+		c := r.ledger.Newest(&cached)
+		ours := claimpolicy.SelectClaim(cfg, c) != claimpolicy.WhyNone
+		if res, ok := r.ledger.Reserved(c.UID); ok {
+			if res.Unit == unit {
+				pc.pending = append(pc.pending, c)
+			} else {
+				pc.waiting = append(pc.waiting, fmt.Sprintf("the allocation of claim %s is being written", c.Name))
+			}
+			continue
+		}
 		switch {
 		case c.Status.Allocation != nil:
-			pc.pinned = append(pc.pinned, &c)
+			pc.pinned = append(pc.pinned, c)
 			if ours {
-				pc.placed = append(pc.placed, &c)
+				pc.placed = append(pc.placed, c)
 			}
 		case c.DeletionTimestamp != nil:
 			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s is being deleted", c.Name))
 		case len(c.Status.ReservedFor) > 0:
 			pc.waiting = append(pc.waiting, fmt.Sprintf("claim %s is reserved but not allocated", c.Name))
-		case ours && p.r.snap.inFlight(c.UID):
-			// Placed by this process; the cache has not caught up yet.
-			pc.waiting = append(pc.waiting, fmt.Sprintf("the allocation of claim %s is being written", c.Name))
-		case ours && claimpolicy.IsImmediate(cfg, &c):
+		case ours && claimpolicy.IsImmediate(cfg, c):
 			// The claim loop allocates it as soon as it exists.
 			pc.waiting = append(pc.waiting, fmt.Sprintf("immediate claim %s is not allocated yet", c.Name))
 		case ours:
-			pc.toPlace = append(pc.toPlace, &c)
+			pc.toPlace = append(pc.toPlace, c)
 		default:
-			pc.scheduler = append(pc.scheduler, &c)
+			pc.scheduler = append(pc.scheduler, c)
 		}
 	}
 	return pc, nil
 }
 
 // place chooses a node for the pod and its unallocated operator claims,
-// writes their allocations and lifts the gate.
+// reserves them as one unit, writes them and, once every write committed,
+// lifts the gate.
 func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod, pc podClaims) (ctrl.Result, error) {
 	r := p.r
 	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
@@ -182,17 +214,35 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 	}
 	candidates = lastTried(candidates, avoid)
 	if len(pc.toPlace) == 0 {
-		// Everything is allocated (immediate claims): the pod may go if a
-		// node suits it and them.
+		// Everything is allocated: the pod may go if a node suits it and
+		// its claims.
 		if len(candidates) == 0 {
+			if len(pc.placed) > 0 {
+				// Its own placement no longer fits the pod (the node
+				// filled up or was cordoned since): place it again.
+				if undone, err := p.undo(ctx, pod, pc.placed, "no node that suits the pod can use them"); err != nil || undone {
+					return ctrl.Result{RequeueAfter: retryNowDelay}, err
+				}
+			}
 			return p.failed(ctx, pod, engine.Name(), claimpolicy.OutcomeUnsatisfiable, errors.New(placement.Summary(total, nodeReasons)), nil)
 		}
 		r.forgetPod(key)
 		return ctrl.Result{}, p.liftGate(ctx, pod, "claims allocated: "+claimNames(pc.placed))
 	}
+	if len(candidates) > 0 {
+		// The delete-protection finalizer on claims created while the
+		// claim webhook was unreachable, before the decision: it changes
+		// their version.
+		for i, c := range pc.toPlace {
+			c, err := r.ensureFinalizer(ctx, c)
+			if err != nil || c == nil {
+				return ctrl.Result{RequeueAfter: retryNowDelay}, err
+			}
+			pc.toPlace[i] = c
+		}
+	}
 
 	var (
-		chosen  []allocator.Result
 		node    string
 		outcome = claimpolicy.OutcomeUnsatisfiable
 		last    error
@@ -206,11 +256,13 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 		claims = append(claims, central.ForScheduler(c))
 	}
 	now := r.now()
-	err = r.snap.withSession(ctx, engine, func(sess allocator.Session) error {
+	unit := unitOf(pod)
+	err = r.ledger.Decide(ctx, pod.Namespace, engine, func(d *ledger.Decision) error {
 		actx, cancel := context.WithTimeout(ctx, cfg.AllocationTimeout)
 		defer cancel()
+		var chosen []allocator.Result
 		for _, n := range candidates {
-			results, err := sess.Allocate(actx, claims, allocator.Options{Node: n.Name, MaxSteps: r.MaxSteps})
+			results, err := d.Session().Allocate(actx, claims, allocator.Options{Node: n.Name, MaxSteps: r.MaxSteps})
 			o, err := classify(actx, err, cfg)
 			if o == claimpolicy.OutcomeAllocated {
 				chosen, node, outcome = results[:len(pc.toPlace)], n.Name, o
@@ -228,20 +280,20 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 			return nil
 		}
 		for i, c := range pc.toPlace {
-			chosen[i].Allocation = stamped(chosen[i].Allocation, now)
-			if err := r.snap.reserve(sess, withAllocation(c, chosen[i].Allocation), now); err != nil {
-				// Nothing writes this placement: drop what it reserved
-				// already, which would otherwise keep its devices from
-				// every other claim for writtenTTL.
-				for _, done := range pc.toPlace[:i] {
-					r.snap.release(done.UID)
-				}
+			if err := d.Reserve(c, stamped(chosen[i].Allocation, now), unit); err != nil {
+				// The turn fails: the ledger drops the unit's other
+				// reservations, none of which was written.
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrNotReady):
+		return ctrl.Result{}, nil
+	case errors.Is(err, ledger.ErrStale) || errors.Is(err, ledger.ErrTaken):
+		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
+	case err != nil:
 		return ctrl.Result{}, err
 	}
 	placementsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
@@ -253,27 +305,140 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 			return r.verdict(ctx, outcome, claims, nodeReasons, total)
 		})
 	}
-	for i, c := range pc.toPlace {
-		written, err := r.writeReserved(ctx, c, chosen[i].Allocation)
-		if err != nil || written == nil {
-			for _, rest := range pc.toPlace[i+1:] {
-				r.snap.release(rest.UID)
-			}
-			return r.afterFailedWrite(ctx, c, engine.Name(), err)
-		}
-		allocationsTotal.WithLabelValues(engine.Name(), string(claimpolicy.OutcomeAllocated)).Inc()
-		allocationLatency.WithLabelValues(engine.Name()).Observe(r.now().Sub(r.pods.seenSince(key, r.now())).Seconds())
-		r.claims.forget(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
-		r.event(written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine for pod %s on node %s: %s",
-			engine.Name(), pod.Name, node, deviceList(chosen[i].Allocation))
-	}
 	log.FromContext(ctx).V(1).Info("Placed pod", "pod", key, "node", node, "claims", len(pc.toPlace))
-	r.forgetPod(key)
 	r.nodes.placed(key, node)
-	if claimpolicy.HasGate(pod) {
-		return ctrl.Result{}, p.liftGate(ctx, pod, fmt.Sprintf("claims allocated for node %s: %s", node, claimNames(append(pc.placed, pc.toPlace...))))
+	pc.pending, pc.toPlace = pc.toPlace, nil
+	return p.finishUnit(ctx, cfg, pod, pc, node)
+}
+
+// finishUnit writes the pending reservations of the pod's unit, in
+// parallel, and acts on how they ended: all committed lifts the gate; one
+// that can never commit breaks the unit (the next reconcile takes the
+// others back and places the pod again); one without a definite answer is
+// sent again later. node is where the unit was placed ("" when this
+// process resumes a unit it placed before).
+func (p *placementReconciler) finishUnit(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod, pc podClaims, node string) (ctrl.Result, error) {
+	r := p.r
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	type answer struct {
+		outcome writeOutcome
+		written *resourceapi.ResourceClaim
+		err     error
 	}
-	return ctrl.Result{}, nil
+	answers := make([]answer, len(pc.pending))
+	var wg sync.WaitGroup
+	for i, c := range pc.pending {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, w, err := r.writeReserved(ctx, c.UID)
+			answers[i] = answer{o, w, err}
+		}()
+	}
+	wg.Wait()
+	engine := cfg.Engine
+	confirmed, broken, ambiguous := 0, false, false
+	for i, a := range answers {
+		switch a.outcome {
+		case writeLost:
+			return ctrl.Result{}, nil
+		case writeConfirmed:
+			confirmed++
+			if a.written != nil {
+				allocationsTotal.WithLabelValues(engine, string(claimpolicy.OutcomeAllocated)).Inc()
+				allocationLatency.WithLabelValues(engine).Observe(r.now().Sub(r.pods.seenSince(key, r.now())).Seconds())
+				r.claims.forget(types.NamespacedName{Namespace: pod.Namespace, Name: pc.pending[i].Name})
+				r.event(a.written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine for pod %s%s: %s",
+					engine, pod.Name, onNode(node), deviceList(a.written.Status.Allocation))
+			}
+		case writeReleased:
+			broken = true
+			if errors.Is(a.err, errRefused) {
+				cl := pc.pending[i]
+				if r.claims.record(types.NamespacedName{Namespace: cl.Namespace, Name: cl.Name}, failure{outcome: claimpolicy.OutcomeInvalid, message: a.err.Error()}) {
+					r.event(cl, corev1.EventTypeWarning, EventRefused, "Allocate", "%v (not retried until the claim changes)", a.err)
+				}
+			}
+		case writeAmbiguous:
+			ambiguous = true
+			log.FromContext(ctx).V(1).Info("Allocation write without a definite answer; sending it again", "pod", key, "claim", pc.pending[i].Name, "err", a.err)
+		}
+	}
+	switch {
+	case ambiguous:
+		return ctrl.Result{RequeueAfter: r.backoff.When(key)}, nil
+	case broken:
+		unitsBroken.Inc()
+		// The next reconcile sees the unit half allocated and takes it
+		// back (Reconcile).
+		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
+	}
+	if confirmed == len(pc.pending) && len(pc.toPlace) == 0 && claimpolicy.HasGate(pod) {
+		r.forgetPod(key)
+		placed := "claims allocated"
+		if node != "" {
+			placed += " for node " + node
+		}
+		return ctrl.Result{}, p.liftGate(ctx, pod, placed+": "+claimNames(append(pc.placed, pc.pending...)))
+	}
+	return ctrl.Result{RequeueAfter: retryNowDelay}, nil
+}
+
+// undo takes back the operator's allocations among claims that belong to
+// this pod alone (not immediate, not reserved, not used by another pod
+// that is running or waiting), so that the pod is placed again as a whole.
+// It reports whether it took anything back.
+func (p *placementReconciler) undo(ctx context.Context, pod *corev1.Pod, placed []*resourceapi.ResourceClaim, why string) (bool, error) {
+	r := p.r
+	cfg := r.cfg.get()
+	shared, err := p.sharedClaims(ctx, pod)
+	if err != nil {
+		return false, err
+	}
+	undone := false
+	for _, c := range placed {
+		if claimpolicy.IsImmediate(cfg, c) || shared[c.Name] || !claimpolicy.Movable(c, FieldManager) {
+			continue
+		}
+		done, err := r.deallocate(ctx, c)
+		if err != nil {
+			return undone, err
+		}
+		if done {
+			undone = true
+			replacedTotal.Inc()
+			r.event(c, corev1.EventTypeNormal, EventReplaced, "Deallocate", "allocation taken back to place pod %s again as a whole: %s", pod.Name, why)
+		}
+	}
+	return undone, nil
+}
+
+// sharedClaims names the claims of pod that another pod of its namespace
+// also uses.
+func (p *placementReconciler) sharedClaims(ctx context.Context, pod *corev1.Pod) (map[string]bool, error) {
+	var pods corev1.PodList
+	if err := p.r.podCache.List(ctx, &pods, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list pods of namespace %s: %w", pod.Namespace, err)
+	}
+	mine := map[string]bool{}
+	for _, ref := range claimpolicy.PodClaims(pod) {
+		if ref.ClaimName != "" {
+			mine[ref.ClaimName] = true
+		}
+	}
+	shared := map[string]bool{}
+	for i := range pods.Items {
+		o := &pods.Items[i]
+		if o.UID == pod.UID || o.DeletionTimestamp != nil || o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, ref := range claimpolicy.PodClaims(o) {
+			if mine[ref.ClaimName] {
+				shared[ref.ClaimName] = true
+			}
+		}
+	}
+	return shared, nil
 }
 
 // candidates returns the nodes the pod fits (placement.Candidates) that

@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,11 +50,17 @@ func (e *env) tainted() {
 	e.patches.reset()
 }
 
+// unschedulableSince: kube-scheduler wrote the pod Unschedulable at since.
 func unschedulableSince(p *corev1.Pod, since time.Time) *corev1.Pod {
 	p.Status.Conditions = []corev1.PodCondition{{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 		LastTransitionTime: metav1.NewTime(since),
 	}}
+	at := metav1.NewTime(since)
+	p.ManagedFields = append(p.ManagedFields, metav1.ManagedFieldsEntry{
+		Manager: claimpolicy.SchedulerName, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
+		APIVersion: "v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{}}}`)},
+	})
 	return p
 }
 
@@ -106,17 +113,22 @@ func TestAllocateImmediate(t *testing.T) {
 	checkPatches(t, e.patches, allowedPatches)
 }
 
+// placementCluster: n1 has room for the pod but devices of model a; n2
+// has model b but one cpu; n3 has both. Every node-local pool and mh are
+// central.
+func placementCluster(extra ...client.Object) []client.Object {
+	return append([]client.Object{
+		stack("n1", "n2", "n3", "mh"), gpuClass(),
+		node("n1", "4"), node("n2", "1"), node("n3", "4"),
+		nodeSlice("n1", "a"), nodeSlice("n2", "b"), nodeSlice("n3", "b"), poolSlice("mh", "a"),
+	}, extra...)
+}
+
 func TestPlacement(t *testing.T) {
 	ctx := context.Background()
 	// n1 has room for the pod but devices of model a; n2 has model b but
 	// one cpu; n3 has both. Every node-local pool and mh are central.
-	cluster := func(extra ...client.Object) []client.Object {
-		return append([]client.Object{
-			stack("n1", "n2", "n3", "mh"), gpuClass(),
-			node("n1", "4"), node("n2", "1"), node("n3", "4"),
-			nodeSlice("n1", "a"), nodeSlice("n2", "b"), nodeSlice("n3", "b"), poolSlice("mh", "a"),
-		}, extra...)
-	}
+	cluster := placementCluster
 
 	t.Run("a gated pod's CEL claim goes where the pod fits, then the gate is lifted", func(t *testing.T) {
 		e := newEnv(t, interceptor.Funcs{}, cluster(celClaim("c", "b"), gatedPod("p", "2", "c"))...)
@@ -284,8 +296,8 @@ func (f failingSession) Record(c *resourceapi.ResourceClaim) error {
 }
 
 // A placement of two claims whose second reservation fails writes nothing
-// and keeps no reservation: a kept one would block its devices for
-// writtenTTL although nothing writes it.
+// and keeps no reservation: a kept one would block its devices although
+// nothing writes it.
 func TestPlacementReleasesAFailedReservation(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, interceptor.Funcs{}, stack("n1"), gpuClass(), node("n1", "4"), nodeSlice("n1", "a"),
@@ -296,13 +308,97 @@ func TestPlacementReleasesAFailedReservation(t *testing.T) {
 	if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err == nil {
 		t.Fatal("Reconcile succeeded although a reservation failed")
 	}
-	e.r.snap.mu.Lock()
-	written := len(e.r.snap.written)
-	e.r.snap.mu.Unlock()
-	if written != 0 {
+	if written, _ := e.r.ledger.Pending(); written != 0 {
 		t.Errorf("%d reservations kept after the placement failed", written)
 	}
 	if e.claim("c1").Status.Allocation != nil || e.claim("c2").Status.Allocation != nil || !claimpolicy.HasGate(e.pod("p")) {
 		t.Errorf("a failed placement wrote something")
 	}
+}
+
+// Issue 20, problem 8: a pod's claims are placed all or nothing. When one
+// write of the unit can never commit, or a process died between the
+// writes, the written ones are taken back and the pod is placed again as
+// a whole.
+func TestPlacementAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	t.Run("one write refused: the other is taken back, then both placed", func(t *testing.T) {
+		funcs := onPatch("status", func(attempt int, _ client.Client, obj client.Object) error {
+			if c := obj.(*resourceapi.ResourceClaim); c.Name == "c2" && c.Status.Allocation != nil && attempt <= 2 {
+				return invalidErr("c2")
+			}
+			return nil
+		})
+		e := newEnv(t, funcs, placementCluster(celClaim("c1", "b"), celClaim("c2", "b"), gatedPod("p", "1", "c1", "c2"))...)
+		e.tainted()
+		p := &placementReconciler{r: e.r}
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if c1, c2 := e.claim("c1"), e.claim("c2"); c1.Status.Allocation == nil || c2.Status.Allocation != nil {
+			t.Fatalf("after the refusal: c1 %v, c2 %v; want c1 written, c2 not", pools(c1), pools(c2))
+		}
+		// The fake client keeps no managedFields for status patches; the
+		// API server records the operator as c1's allocation's writer.
+		e.markAllocatedBy("c1", FieldManager)
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if c1 := e.claim("c1"); c1.Status.Allocation != nil || !claimpolicy.HasGate(e.pod("p")) {
+			t.Fatalf("half placement kept: c1 %v, gated %v", pools(c1), claimpolicy.HasGate(e.pod("p")))
+		}
+		for range 3 {
+			if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c1, c2 := e.claim("c1"), e.claim("c2")
+		if c1.Status.Allocation == nil || c2.Status.Allocation == nil || claimpolicy.HasGate(e.pod("p")) {
+			t.Fatalf("c1 %v, c2 %v, gated %v; want both placed and the gate lifted", pools(c1), pools(c2), claimpolicy.HasGate(e.pod("p")))
+		}
+		if !slices.Equal(pools(c1), pools(c2)) {
+			t.Errorf("placed on %v and %v, want one node", pools(c1), pools(c2))
+		}
+		if evs := e.events(); !hasEvent(evs, corev1.EventTypeNormal, EventReplaced, "as a whole") {
+			t.Errorf("events %q, want c1's allocation taken back", evs)
+		}
+	})
+	t.Run("found half placed after a crash: taken back and placed again", func(t *testing.T) {
+		e := newEnv(t, interceptor.Funcs{}, placementCluster(allocatedBy(celClaim("c1", "b"), "n3", FieldManager), celClaim("c2", "b"), gatedPod("p", "1", "c1", "c2"))...)
+		e.tainted()
+		e.observeAll()
+		p := &placementReconciler{r: e.r}
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if c1 := e.claim("c1"); c1.Status.Allocation != nil {
+			t.Fatalf("c1 keeps a half placement: %v", pools(c1))
+		}
+		if !claimpolicy.HasGate(e.pod("p")) {
+			t.Fatal("gate lifted with the claims half placed")
+		}
+		for range 3 {
+			if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c1, c2 := e.claim("c1"), e.claim("c2"); c1.Status.Allocation == nil || c2.Status.Allocation == nil || claimpolicy.HasGate(e.pod("p")) {
+			t.Fatalf("c1 %v, c2 %v; want the pod placed again as a whole", pools(c1), pools(c2))
+		}
+	})
+	t.Run("a claim another pod also uses is not taken back", func(t *testing.T) {
+		other := gatedPod("q", "1", "c1")
+		other.Spec.SchedulingGates = nil
+		other.Spec.NodeName = "n3"
+		e := newEnv(t, interceptor.Funcs{}, placementCluster(allocatedBy(celClaim("c1", "b"), "n3", FieldManager), celClaim("c2", "b"), gatedPod("p", "1", "c1", "c2"), other)...)
+		e.tainted()
+		e.observeAll()
+		p := &placementReconciler{r: e.r}
+		if _, err := p.Reconcile(ctx, reqOf(tns, "p")); err != nil {
+			t.Fatal(err)
+		}
+		if pools(e.claim("c1")) == nil {
+			t.Fatal("a claim the running pod q uses was taken back")
+		}
+	})
 }

@@ -3,7 +3,6 @@ package claims
 import (
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,13 +16,15 @@ import (
 	"github.com/drastack/drastack/internal/allocator/native"
 	"github.com/drastack/drastack/internal/allocator/upstream"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/fence"
+	"github.com/drastack/drastack/internal/ledger"
 )
 
 // FieldManager owns the claim writes (finalizer, status.allocation), the
 // pod gate removals, the operator's DeviceTaintRules and, in the DRAStack
 // status, status.claims and the ClaimsReady condition. It is also how the
 // operator recognises its own allocations in managedFields
-// (claims.AllocatedBy).
+// (claimpolicy.AllocatedBy).
 const FieldManager = "drastack-claims"
 
 // Names of the loops in logs and controller-runtime's metrics.
@@ -51,13 +52,16 @@ const (
 // kube-scheduler never allocates them: the two allocators never share a
 // device, so neither can give one away twice.
 //
-// Its state lives in small types that each own their fields and locking:
-// the configuration (configStore), the engine's view of the cluster
-// (snapshot), and the outcome books of waiting claims and pods (book).
+// What the decisions read is owned by one ledger (package ledger); writes
+// are fenced to this process's term (package fence). docs/allocation-protocol.md
+// is the specification. The loops hold no other state than their outcome
+// books (book), the configuration (configStore) and where pods were
+// placed (nodeMemory).
 type Reconciler struct {
 	// Client reads from the manager's cache and writes.
 	Client client.Client
-	// APIReader reads from the API server, after a write conflict.
+	// APIReader reads from the API server: after a write conflict, and for
+	// the fence's sweep.
 	APIReader client.Reader
 	// Recorder emits Events on claims and pods; nil emits none.
 	Recorder events.EventRecorder
@@ -70,9 +74,14 @@ type Reconciler struct {
 	MaxSteps int64
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
+	// FenceNamespace holds the allocation fence's Lease (the operator's
+	// namespace); Identity names this process in it.
+	FenceNamespace, Identity string
 
 	cfg     configStore
-	snap    *snapshot
+	ledger  *ledger.Ledger
+	fence   termFence
+	source  *cacheSource
 	claims  *book // immediate claims waiting for devices
 	pods    *book // pods waiting for a placement
 	nodes   *nodeMemory
@@ -84,38 +93,22 @@ type Reconciler struct {
 	// resource.k8s.io/v1 DeviceTaintRule: only slices the operator
 	// publishes itself carry the central taint there.
 	taintRules bool
-	// decisions orders allocations before the removal of central taints
-	// (see allocationBarrier).
-	decisions allocationBarrier
 }
 
-// allocationBarrier lets the taint loop wait until every allocation
-// decided under an earlier configuration has been written or dropped.
-// The claim and placement loops hold it shared for a whole reconcile,
-// from reading the configuration to the last write, so they never wait
-// for each other; the taint loop takes it exclusively for an instant
-// before it removes a taint (a device leaving the central partition, or
-// the DRAStack going). Every reconcile that began before has then ended,
-// and every later one reads a configuration at least as new as the one
-// the taint loop acted on (all read the same informer cache), so no
-// allocation of a device that kube-scheduler may now allocate can still
-// be written: the removal is ordered by construction, not by a delay.
-type allocationBarrier struct {
-	mu sync.RWMutex
-}
-
-// enter marks the start of a reconcile that may allocate; call the
-// returned func when it ends.
-func (b *allocationBarrier) enter() func() {
-	b.mu.RLock()
-	return b.mu.RUnlock
-}
-
-// drain returns once every reconcile that entered before it has ended.
-func (b *allocationBarrier) drain() {
-	b.mu.Lock()
-	//nolint:staticcheck // an empty critical section is the point: a barrier.
-	b.mu.Unlock()
+// termFence is what the loops use of the allocation fence
+// (*fence.Fence; unit tests of single branches use a stand-in, since the
+// fake client's resourceVersions do not share one counter).
+type termFence interface {
+	// Acquire starts a term; see fence.Fence.Acquire.
+	Acquire(ctx context.Context, scope []string) ([]string, ledger.Version, error)
+	// Term names the current term.
+	Term() string
+	// Await returns once an object read at v may be written (Rule W).
+	Await(ctx context.Context, v ledger.Version) error
+	// EnsureScope records classes in the term's scope.
+	EnsureScope(ctx context.Context, classes []string) error
+	// Lost is closed when the term's fence is found lost.
+	Lost() <-chan struct{}
 }
 
 func (r *Reconciler) init() {
@@ -129,8 +122,12 @@ func (r *Reconciler) init() {
 	if r.APIReader == nil {
 		r.APIReader = r.Client
 	}
-	r.snap = newSnapshot(r.Client, &r.cfg)
-	r.snap.api = r.APIReader
+	r.source = &cacheSource{reader: r.Client, cfg: &r.cfg, taintRules: r.taintRules}
+	r.ledger = ledger.New(ledger.Options{Source: r.source, Now: r.now})
+	if r.fence == nil {
+		r.fence = fence.New(fence.Options{Client: r.Client, Reader: r.APIReader, Namespace: r.FenceNamespace, Identity: r.Identity,
+			OnLost: func() { r.ledger.SetReady(false) }})
+	}
 	r.claims = newBook()
 	r.pods = newBook()
 	r.nodes = newNodeMemory()
@@ -203,14 +200,6 @@ func (s *configStore) published() []string {
 	return nil
 }
 
-// engineFeatures returns the engine's feature switches for the cluster.
-func (s *configStore) engineFeatures() *allocator.Features {
-	if v := s.cur.Load(); v != nil {
-		return v.features
-	}
-	return nil
-}
-
 // set stores the configuration of a DRAStack (nil: none) and returns it.
 // A configuration equal to the one in force leaves that one in place, so
 // that the stored version changes exactly when the configuration does
@@ -238,6 +227,22 @@ func newConfigVersion(st *v1alpha1.DRAStack) *configVersion {
 		v.features = claimpolicy.EngineFeatures(st.Status.Cluster)
 	}
 	return v
+}
+
+// configOf is the claim configuration of a version (none for nil).
+func configOf(v *configVersion) claimpolicy.Config {
+	if v == nil {
+		return claimpolicy.Config{}
+	}
+	return v.cfg
+}
+
+// publishedOf are the drivers the operator publishes under a version.
+func publishedOf(v *configVersion) []string {
+	if v == nil {
+		return nil
+	}
+	return v.multiHost
 }
 
 // multiHostDrivers are the drivers the operator publishes for st.

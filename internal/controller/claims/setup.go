@@ -42,7 +42,7 @@ const (
 
 // claimWorkers is how many claims are written at once; placementWorkers
 // how many pods are placed at once. Decisions are serialized on the
-// engine session (see snapshot) and take microseconds; the two API writes
+// ledger's turns and take microseconds; the API writes
 // of each allocation take milliseconds to a second on a loaded API
 // server, so many overlap.
 const (
@@ -76,17 +76,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	} else {
 		logger.Info("resource.k8s.io/v1 DeviceTaintRule is not served (feature gate DRADeviceTaintRules); only devices in slices the operator publishes can be central")
 	}
-	r.snap.taintRules = r.taintRules
+	r.source.taintRules = r.taintRules
 	if err := r.setupPodCache(mgr); err != nil {
 		return err
 	}
 	mcache := mgr.GetCache()
 
+	// A new allocation term queues everything once it is ready: decisions
+	// taken before it returned ErrNotReady and were dropped.
+	claimsReady, podsReady := make(chan event.GenericEvent), make(chan event.GenericEvent)
 	claims := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: claimWorkers}).
 		WatchesRawSource(source.TypedKind(mcache, &resourceapi.ResourceClaim{}, r.claimHandler(r.claims, true, r.claimRequests))).
-		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.claims, r.allClaims)))
+		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.claims, r.allClaims))).
+		WatchesRawSource(source.Channel(claimsReady, everything(r.allClaims)))
 	claims = r.watchDevices(claims, mcache, r.claims)
 	if err := claims.Complete(r); err != nil {
 		return fmt.Errorf("build the %s controller: %w", ControllerName, err)
@@ -98,7 +102,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: placementWorkers}).
 		WatchesRawSource(source.TypedKind(r.podCache.(cache.Cache), &corev1.Pod{}, r.podHandler())).
 		WatchesRawSource(source.TypedKind(mcache, &resourceapi.ResourceClaim{}, r.claimHandler(r.pods, false, r.podsOfClaim))).
-		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.pods, r.allPods)))
+		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.pods, r.allPods))).
+		WatchesRawSource(source.Channel(podsReady, everything(r.allPods)))
 	placed = r.watchDevices(placed, mcache, r.pods)
 	if err := placed.Complete(pl); err != nil {
 		return fmt.Errorf("build the %s controller: %w", PlacementControllerName, err)
@@ -125,6 +130,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 			Watches(&resourceapi.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 			Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+			// A released allocation may end a hold (heldRules).
+			Watches(&resourceapi.ResourceClaim{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					a, okA := e.ObjectOld.(*resourceapi.ResourceClaim)
+					b, okB := e.ObjectNew.(*resourceapi.ResourceClaim)
+					return okA && okB && a.Status.Allocation != nil && b.Status.Allocation == nil
+				},
+				DeleteFunc: func(e event.DeleteEvent) bool {
+					c, ok := e.Object.(*resourceapi.ResourceClaim)
+					return ok && c.Status.Allocation != nil
+				},
+			})).
 			WatchesRawSource(source.TypedKind(r.podCache.(cache.Cache), &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(
 				func(_ context.Context, p *corev1.Pod) []reconcile.Request {
 					// Rules wait for gated pods when the configuration goes.
@@ -138,8 +156,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return fmt.Errorf("build the %s controller: %w", TaintControllerName, err)
 		}
 	}
-	if err := mgr.Add(&sessionWarmer{r: r}); err != nil {
-		return fmt.Errorf("add the engine session warmer: %w", err)
+	if err := mgr.Add(&termRunner{r: r, ready: []chan event.GenericEvent{claimsReady, podsReady}}); err != nil {
+		return fmt.Errorf("add the allocation term: %w", err)
 	}
 	if err := mgr.Add(&statusWriter{r: r, interval: r.StatusInterval}); err != nil {
 		return fmt.Errorf("add the DRAStack claim status writer: %w", err)
@@ -175,7 +193,12 @@ func slimPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	p.ManagedFields = nil
+	// Only who wrote last and when stays of managedFields: the placement
+	// loop counts kube-scheduler's verdicts after an allocation
+	// (claimpolicy.Unschedulable).
+	for i := range p.ManagedFields {
+		p.ManagedFields[i].FieldsV1 = nil
+	}
 	p.Annotations = nil
 	p.Spec.Volumes = nil
 	slim := func(cs []corev1.Container) {
@@ -190,6 +213,11 @@ func slimPod(obj any) (any, error) {
 	p.Status.InitContainerStatuses = nil
 	p.Status.EphemeralContainerStatuses = nil
 	return p, nil
+}
+
+// everything queues what all lists, on any event.
+func everything(all func(context.Context) []reconcile.Request) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request { return all(ctx) })
 }
 
 func request(c client.Object) reconcile.Request {
@@ -215,7 +243,7 @@ func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ct
 	changed := func(kind changeKind) func(q queue, invalidate bool) {
 		return func(q queue, invalidate bool) {
 			if invalidate {
-				r.snap.invalidate()
+				r.ledger.Invalidate()
 			}
 			retrigger(b, q, kind)
 		}
@@ -236,7 +264,7 @@ func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ct
 
 // nodeChanges follows nodes. Heartbeats change nothing here. The engine
 // reads a node's declared features and the labels that slices or the
-// central entries select on (snapshot.labelsMatter): a change of those
+// central entries select on (ledger.LabelsMatter): a change of those
 // invalidates the session. A change of other labels (a pod's nodeSelector
 // may read them) only retriggers placements; at 1,000 nodes the
 // beta.kubernetes.io labels kube-controller-manager adds to new nodes
@@ -247,7 +275,7 @@ func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ct
 // hundreds of times in a 100-node burst).
 func (r *Reconciler) nodeChanges(b *book) handler.TypedEventHandler[*corev1.Node, reconcile.Request] {
 	devices := func(q queue) {
-		r.snap.invalidate()
+		r.ledger.Invalidate()
 		retrigger(b, q, changeDevices)
 	}
 	return handler.TypedFuncs[*corev1.Node, reconcile.Request]{
@@ -263,7 +291,7 @@ func (r *Reconciler) nodeChanges(b *book) handler.TypedEventHandler[*corev1.Node
 			switch {
 			case old.ResourceVersion == cur.ResourceVersion:
 			case !slices.Equal(old.Status.DeclaredFeatures, cur.Status.DeclaredFeatures) ||
-				(!maps.Equal(old.Labels, cur.Labels) && r.snap.labelsMatter(old.Labels, cur.Labels)):
+				(!maps.Equal(old.Labels, cur.Labels) && r.ledger.LabelsMatter(old.Labels, cur.Labels)):
 				devices(q)
 			case !maps.Equal(old.Labels, cur.Labels) || old.Spec.Unschedulable != cur.Spec.Unschedulable || !equality.Semantic.DeepEqual(old.Spec.Taints, cur.Spec.Taints) ||
 				!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable):
@@ -296,11 +324,11 @@ func versionChanges[T client.Object](changed func(q queue, invalidate bool), dif
 	}
 }
 
-// claimHandler keeps the snapshot in step with every claim, queues what
+// claimHandler keeps the ledger in step with every claim, queues what
 // requests maps a changed claim to, and, when devices are freed (a
 // deallocation or a deletion), retriggers what b waits on.
 //
-// Both loops watch claims; only the one with note set feeds the snapshot,
+// Both loops watch claims; only the one with note set feeds the ledger,
 // so that every claim event is noted once.
 func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Context, *resourceapi.ResourceClaim) []reconcile.Request) handler.TypedEventHandler[*resourceapi.ResourceClaim, reconcile.Request] {
 	add := func(ctx context.Context, c *resourceapi.ResourceClaim, q queue) {
@@ -311,7 +339,7 @@ func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Cont
 	return handler.TypedFuncs[*resourceapi.ResourceClaim, reconcile.Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*resourceapi.ResourceClaim], q queue) {
 			if note {
-				r.snap.noteClaim(nil, e.Object)
+				r.ledger.Observe(e.Object)
 				r.noteWaiting(e.Object)
 			}
 			add(ctx, e.Object, q)
@@ -322,7 +350,7 @@ func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Cont
 				return
 			}
 			if note {
-				r.snap.noteClaim(old, cur)
+				r.ledger.Observe(cur)
 				r.noteWaiting(cur)
 			}
 			if old.Status.Allocation != nil && cur.Status.Allocation == nil {
@@ -333,7 +361,7 @@ func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Cont
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceClaim], q queue) {
 			c := e.Object
 			if note {
-				r.snap.noteDeleted(c)
+				r.ledger.ObserveDeleted(c)
 				r.claims.forget(request(c).NamespacedName)
 			}
 			if c.Status.Allocation != nil {
@@ -453,13 +481,13 @@ func (r *Reconciler) configHandler(b *book, all func(context.Context) []reconcil
 			return
 		}
 		// A session is served only under the configuration it was built
-		// for (snapshot.sessionConfig); one for an older configuration is
+		// for (ledger.Source.Current); one for an older configuration is
 		// dropped here, and one the warmer built for this configuration
 		// stays.
 		before := r.cfg.cur.Load()
 		r.cfg.set(st)
 		if r.cfg.cur.Load() != before {
-			r.snap.invalidate()
+			r.ledger.Invalidate()
 		}
 		b.clearOutcomes()
 		for _, req := range all(ctx) {

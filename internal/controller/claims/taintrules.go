@@ -3,6 +3,7 @@ package claims
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,10 +67,13 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 	if err := r.Client.List(ctx, &existing); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list DeviceTaintRules: %w", err)
 	}
-	var desired []resourceapi.DeviceTaintRule
+	var (
+		desired []resourceapi.DeviceTaintRule
+		part    *central.Partition
+	)
 	switch {
 	case cfg.Active && len(cfg.Central) > 0:
-		part, err := t.partition(ctx, cfg)
+		part, err = t.partition(ctx, cfg)
 		if err != nil {
 			// SpecValid of the DRAStack names the field; keep what is.
 			log.FromContext(ctx).Info("Central devices not updated: the spec is invalid", "err", err)
@@ -95,10 +99,6 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 			return ctrl.Result{}, err
 		}
 	}
-	diff, conflicts := central.DiffTaintRules(desired, existing.Items)
-	if len(conflicts) > 0 && haveStack {
-		r.event(stack, corev1.EventTypeWarning, EventTaintRules, "Taint", "DeviceTaintRules %s exist but are not the operator's; their devices are not central", strings.Join(conflicts, ", "))
-	}
 	// Owned by the DRAStack, so that they go with it even when the
 	// operator is gone; CleanupFinalizer keeps the DRAStack, and so the
 	// rules, until the operator has lifted the gates. No
@@ -109,39 +109,34 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 		ref.BlockOwnerDeletion = nil
 		owner = []metav1.OwnerReference{*ref}
 	}
-	for i := range diff.Create {
-		rule := &diff.Create[i]
-		rule.OwnerReferences = owner
-		if err := r.Client.Create(ctx, rule, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{}, fmt.Errorf("create DeviceTaintRule %s: %w", rule.Name, err)
-		}
+	// Devices leave the partition only when no allocation holds them
+	// (docs/allocation-protocol.md, section 4): a held device keeps a
+	// rule of its own until it is released.
+	held := t.heldRules(part, existing.Items)
+	diff, conflicts := central.DiffTaintRules(append(slices.Clone(desired), held...), existing.Items)
+	if len(conflicts) > 0 && haveStack {
+		r.event(stack, corev1.EventTypeWarning, EventTaintRules, "Taint", "DeviceTaintRules %s exist but are not the operator's; their devices are not central", strings.Join(conflicts, ", "))
 	}
 	if len(diff.Update) > 0 || len(diff.Delete) > 0 {
 		// An update can narrow a rule: devices leave the partition as
-		// surely as with a delete. Every allocation decided under the
-		// configuration that still named them ends first.
-		r.decisions.drain()
-	}
-	for i := range diff.Update {
-		rule := &diff.Update[i]
-		var cur resourceapi.DeviceTaintRule
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(rule), &cur); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+		// surely as with a delete. That happens in an exclusive turn of
+		// the ledger, which decides again which devices are held: no
+		// decision that began under the configuration that still named
+		// them can reserve them afterwards.
+		err := r.ledger.Exclusive(ctx, func() error {
+			held = t.heldRules(part, existing.Items)
+			diff, _ = central.DiffTaintRules(append(slices.Clone(desired), held...), existing.Items)
+			return t.apply(ctx, diff, owner)
+		})
+		if err != nil {
+			return ctrl.Result{}, err
 		}
-		upd := cur.DeepCopy()
-		upd.Labels, upd.Spec = rule.Labels, rule.Spec
-		if err := r.Client.Patch(ctx, upd, optimistic(&cur), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsConflict(err) {
-			return ctrl.Result{}, fmt.Errorf("update DeviceTaintRule %s: %w", rule.Name, err)
-		}
+	} else if err := t.apply(ctx, diff, owner); err != nil {
+		return ctrl.Result{}, err
 	}
-	for i := range diff.Delete {
-		rule := &diff.Delete[i]
-		if err := r.Client.Delete(ctx, rule, client.Preconditions{UID: &rule.UID}); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("delete DeviceTaintRule %s: %w", rule.Name, err)
-		}
-	}
+	desired = append(desired, held...)
 	if !diff.Empty() {
-		r.snap.invalidate()
+		r.ledger.Invalidate()
 		log.FromContext(ctx).Info("Central devices tainted", "created", len(diff.Create), "updated", len(diff.Update), "deleted", len(diff.Delete))
 		if haveStack {
 			r.event(stack, corev1.EventTypeNormal, EventTaintRules, "Taint", "DeviceTaintRules for central devices: %d created, %d updated, %d deleted",
@@ -153,6 +148,61 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 		return ctrl.Result{}, t.setFinalizer(ctx, stack, false)
 	}
 	return ctrl.Result{}, nil
+}
+
+// apply writes diff: creations with owner, updates and deletions with
+// the existing rule's resourceVersion as precondition.
+func (t *taintReconciler) apply(ctx context.Context, diff central.RuleDiff, owner []metav1.OwnerReference) error {
+	r := t.r
+	for i := range diff.Create {
+		rule := &diff.Create[i]
+		rule.OwnerReferences = owner
+		if err := r.Client.Create(ctx, rule, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create DeviceTaintRule %s: %w", rule.Name, err)
+		}
+	}
+	for i := range diff.Update {
+		rule := &diff.Update[i]
+		var cur resourceapi.DeviceTaintRule
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(rule), &cur); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		upd := cur.DeepCopy()
+		upd.Labels, upd.Spec = rule.Labels, rule.Spec
+		if err := r.Client.Patch(ctx, upd, optimistic(&cur), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("update DeviceTaintRule %s: %w", rule.Name, err)
+		}
+	}
+	for i := range diff.Delete {
+		rule := &diff.Delete[i]
+		if err := r.Client.Delete(ctx, rule, client.Preconditions{UID: &rule.UID, ResourceVersion: &rule.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete DeviceTaintRule %s: %w", rule.Name, err)
+		}
+	}
+	return nil
+}
+
+// heldRules are the rules of the devices that leave the partition
+// (central under an existing rule of the operator, not under part) while
+// an allocation or reservation the ledger counts holds them.
+func (t *taintReconciler) heldRules(part *central.Partition, existing []resourceapi.DeviceTaintRule) []resourceapi.DeviceTaintRule {
+	var owned []resourceapi.DeviceTaintRule
+	for i := range existing {
+		if central.Owned(&existing[i]) {
+			owned = append(owned, existing[i])
+		}
+	}
+	if len(owned) == 0 {
+		return nil
+	}
+	held := t.r.ledger.Holds(func(driver, pool, device string) bool {
+		return (part == nil || !part.Central(driver, pool, device)) && central.Covered(owned, driver, pool, device)
+	})
+	devices := make([]central.DeviceID, len(held))
+	for i, h := range held {
+		devices[i] = central.DeviceID{Driver: h.Driver, Pool: h.Pool, Device: h.Device}
+	}
+	return central.HoldRules(devices)
 }
 
 // ownedRules counts the operator's rules among rules.

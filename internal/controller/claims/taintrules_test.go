@@ -3,10 +3,10 @@ package claims
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -17,8 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/allocator/native"
 	"github.com/drastack/drastack/internal/central"
+	"github.com/drastack/drastack/internal/ledger"
 )
 
 // rule is a DeviceTaintRule for a pool of tdrv; owned rules carry the
@@ -71,7 +72,8 @@ func TestTaintLoop(t *testing.T) {
 		)
 		e := newEnv(t, interceptor.Funcs{}, objs...)
 		tr := &taintReconciler{r: e.r}
-		version := e.r.snap.version
+		reads := e.countSourceReads()
+		e.decide()
 		if _, err := tr.Reconcile(ctx, taintKey); err != nil {
 			t.Fatal(err)
 		}
@@ -96,8 +98,9 @@ func TestTaintLoop(t *testing.T) {
 		if !central.Owned(created) || len(created.OwnerReferences) != 1 || created.OwnerReferences[0].Name != "default" {
 			t.Errorf("created rule %s: labels %v, owners %v; want the operator's labels and the DRAStack as owner", n2, created.Labels, created.OwnerReferences)
 		}
-		if e.r.snap.version == version {
-			t.Errorf("changed rules did not invalidate the engine session")
+		e.decide()
+		if n := reads.Load(); n != 2 {
+			t.Errorf("%d session builds, want 2: changed rules must invalidate the engine session", n)
 		}
 		checkPatches(t, e.patches, allowedPatches)
 		if got := patchKinds(e.patches); !slices.Equal(got, []string{"DRAStack", "DeviceTaintRule"}) {
@@ -182,7 +185,7 @@ func TestTaintLoop(t *testing.T) {
 		}
 	})
 
-	t.Run("a rule goes only after the allocations decided before have ended", func(t *testing.T) {
+	t.Run("a device leaves only when no decision can reserve it and nothing holds it", func(t *testing.T) {
 		var mu sync.Mutex
 		released := false
 		funcs := interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
@@ -190,39 +193,60 @@ func TestTaintLoop(t *testing.T) {
 			ok := released
 			mu.Unlock()
 			if !ok {
-				t.Errorf("DeviceTaintRule %s deleted while an allocation decided under the old configuration was being written", obj.GetName())
+				t.Errorf("DeviceTaintRule %s deleted while a decision under the old configuration was under way", obj.GetName())
 			}
 			return c.Delete(ctx, obj, opts...)
 		}}
-		// n2 left spec.claims.central: its rule must go.
-		e := newEnv(t, funcs, append(cluster(), stack("n1"), rule(n1, "n1", true), rule(n2, "n2", true))...)
+		// n2 left spec.claims.central: its rule must go, but a decision
+		// taken under the configuration that still named it reserves
+		// n2/dev-0 while the taint loop runs.
+		objs := append(cluster(), stack("n1"), rule(n1, "n1", true), rule(n2, "n2", true), gpuClaim("late"))
+		e := newEnv(t, funcs, objs...)
 		tr := &taintReconciler{r: e.r}
-		leave := e.r.decisions.enter() // a claim worker in the middle of a write
+		inTurn, letGo := make(chan struct{}), make(chan struct{})
+		decided := make(chan error)
+		go func() {
+			decided <- e.r.ledger.Decide(ctx, tns, native.New(), func(d *ledger.Decision) error {
+				close(inTurn)
+				<-letGo
+				alloc := testAllocation()
+				alloc.Devices.Results[0].Pool = "n2"
+				return d.Reserve(e.claim("late"), alloc, "")
+			})
+		}()
+		<-inTurn
 		done := make(chan error)
 		go func() {
 			_, err := tr.Reconcile(ctx, taintKey)
 			done <- err
 		}()
-		// Wait until the taint loop waits for the worker: a writer waiting
-		// on the barrier makes TryRLock fail. Finishing first is the bug.
-		for e.r.decisions.mu.TryRLock() {
-			e.r.decisions.mu.RUnlock()
-			select {
-			case err := <-done:
-				t.Fatalf("the taint loop finished (%v) while a worker was in the middle of an allocation", err)
-			default:
-				runtime.Gosched()
-			}
+		select {
+		case err := <-done:
+			t.Fatalf("the taint loop finished (%v) while a decision was under way", err)
+		case <-time.After(100 * time.Millisecond):
 		}
 		mu.Lock()
 		released = true
 		mu.Unlock()
-		leave()
+		close(letGo)
+		if err := <-decided; err != nil {
+			t.Fatal(err)
+		}
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if rules := e.rules(); rules[n2] != nil || rules[n1] == nil {
-			t.Errorf("rules %v, want only %s", rules, n1)
+		rules := e.rules()
+		hold := central.HoldRuleName(central.DeviceID{Driver: tdrv, Pool: "n2", Device: "dev-0"})
+		if rules[n2] != nil || rules[n1] == nil || rules[hold] == nil {
+			t.Fatalf("rules %v, want %s and the hold rule %s of the reserved device, not %s", keys(rules), n1, hold, n2)
+		}
+		// Once the reservation ends (the claim is deleted), the hold goes.
+		e.r.ledger.ObserveDeleted(e.claim("late"))
+		if _, err := tr.Reconcile(ctx, taintKey); err != nil {
+			t.Fatal(err)
+		}
+		if rules := e.rules(); rules[hold] != nil {
+			t.Errorf("hold rule kept after the device was released: %v", keys(rules))
 		}
 	})
 
@@ -248,82 +272,11 @@ func patchKinds(log *patchLog) []string {
 	return out
 }
 
-// TestLabelsMatter: once a session exists, or a build has read its slices,
-// only node label changes on keys its slices or central entries select on
-// rebuild it; changes while a build reads the caches are judged when it
-// knows its keys.
-func TestLabelsMatter(t *testing.T) {
-	e := newEnv(t, interceptor.Funcs{}, stack("mh"), gpuClass(), node("n1", "4"), poolSlice("mh", "a"))
-	s := e.r.snap
-	added := map[string]string{"beta.kubernetes.io/arch": "amd64"}
-	if !s.labelsMatter(nil, added) {
-		t.Fatal("without a session every label change must count")
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	if err := s.withSession(context.Background(), e.r.Engines["native"], func(allocator.Session) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if s.labelsMatter(nil, added) {
-		t.Errorf("a label no slice or entry selects on rebuilt the session (keys %v)", s.labelKeys)
-	}
-	s.labelKeys["tpu-domain"] = true // as a slice with a per-device node selector on it would
-	if !s.labelsMatter(map[string]string{"tpu-domain": "d1"}, map[string]string{"tpu-domain": "d2"}) {
-		t.Error("a change of a selected label must count")
-	}
-	s.invalidate()
-	if !s.labelsMatter(nil, added) {
-		t.Error("after an invalidation every label change must count again")
-	}
-	// A build that has read the caches judges by the keys of what it read.
-	s.mu.Lock()
-	s.building, s.buildingKeys = true, map[string]bool{"tpu-domain": true}
-	s.mu.Unlock()
-	if s.labelsMatter(nil, added) {
-		t.Error("a label the build does not select on made it stale")
-	}
-	if !s.labelsMatter(nil, map[string]string{"tpu-domain": "d1"}) {
-		t.Error("a label the build selects on must make it stale")
-	}
-	s.mu.Lock()
-	s.building = false
-	s.mu.Unlock()
-
-	// A build that has not read the caches yet judges the changes made
-	// meanwhile once it knows its keys.
-	for _, tc := range []struct {
-		name   string
-		old    map[string]string
-		cur    map[string]string
-		stale  bool
-		remove bool
-	}{
-		{name: "a label no slice selects on is added", cur: added},
-		{name: "a selected label changes", old: map[string]string{"tpu-domain": "d1"}, cur: map[string]string{"tpu-domain": "d2"}, stale: true},
-		{name: "a selected label is removed", old: map[string]string{"tpu-domain": "d1", "x": "y"}, cur: map[string]string{"x": "y"}, stale: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s.mu.Lock()
-			s.building, s.buildingKeys, s.changedKeys = true, nil, nil
-			version := s.version
-			s.mu.Unlock()
-			if s.labelsMatter(tc.old, tc.cur) {
-				t.Error("a label change before the build read its slices invalidated it at once")
-			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.version != version {
-				t.Fatal("the version changed before the build knew its keys")
-			}
-			current := s.keysRead(version, map[string]bool{"tpu-domain": true})
-			if current == tc.stale || (s.version != version) != tc.stale {
-				t.Errorf("keysRead: current %v, version %d -> %d; want stale %v", current, version, s.version, tc.stale)
-			}
-			if !tc.stale && !s.buildingKeys["tpu-domain"] {
-				t.Errorf("a current build judges later changes by its keys, has %v", s.buildingKeys)
-			}
-			if s.changedKeys != nil {
-				t.Errorf("changes kept after the build read its keys: %v", s.changedKeys)
-			}
-			s.building, s.buildingKeys = false, nil
-		})
-	}
+	slices.Sort(out)
+	return out
 }

@@ -31,11 +31,13 @@ func (r *Reconciler) verdict(ctx context.Context, outcome claimpolicy.Outcome, c
 	if outcome != claimpolicy.OutcomeUnsatisfiable {
 		return ""
 	}
-	in, err := r.snap.inputs(ctx)
+	view, err := r.source.Read(ctx)
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("No verdict for the Event", "err", err)
 		return ""
 	}
+	in := view.Inputs
+	in.Allocated = r.ledger.Allocated()
 	rep, err := explain.Explain(ctx, nil, in, claims, explain.Options{
 		Timeout: verdictTimeout, MaxSteps: r.MaxSteps, NodeFilter: nodeFilter, NodesTotal: total,
 	})

@@ -18,8 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/drastack/drastack/internal/allocator"
+	"github.com/drastack/drastack/internal/allocator/native"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/ledger"
 )
 
 var claimGR = schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}
@@ -110,235 +111,176 @@ func equalStatus(a, b resourceapi.ResourceClaimStatus) bool {
 	return (a.Allocation == nil) == (b.Allocation == nil) && len(a.ReservedFor) == len(b.ReservedFor)
 }
 
-func TestWrite(t *testing.T) {
-	const name = "c"
-	tests := []struct {
-		name      string
-		claim     *resourceapi.ResourceClaim
-		funcs     func(t *testing.T) interceptor.Funcs
-		wantErr   error // errors.Is; nil: no error
-		anyErr    bool  // some other error
-		written   bool  // the allocation is stored
-		finalizer bool  // the finalizer is stored
-		rereads   int32 // reads through APIReader
-		patches   int   // patches sent
-		event     string
-	}{
-		{
-			name: "finalizer then allocation", claim: gpuClaim(name),
-			written: true, finalizer: true, patches: 2,
-		},
-		{
-			name: "a claim with the finalizer gets only the allocation",
-			claim: func() *resourceapi.ResourceClaim {
-				c := gpuClaim(name)
-				c.Finalizers = []string{claimpolicy.Finalizer}
-				return c
-			}(),
-			written: true, finalizer: true, patches: 1,
-		},
-		{
-			name: "a claim changed since it was read: re-read, then written", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("status", func(n int, c client.Client, _ client.Object) error {
-					if n == 1 {
-						// A label is added between the read and the status write:
-						// the resourceVersion precondition refuses the write.
-						changeInAPI(t, c, name, func(c *resourceapi.ResourceClaim) { c.Labels = map[string]string{"x": "y"} })
-					}
-					return nil
-				})
-			},
-			written: true, finalizer: true, rereads: 1, patches: 3,
-		},
-		{
-			name: "a conflict on the finalizer: re-read, then written", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("", func(n int, _ client.Client, _ client.Object) error {
-					if n == 1 {
-						return conflictErr(name)
-					}
-					return nil
-				})
-			},
-			written: true, finalizer: true, rereads: 1, patches: 3,
-		},
-		{
-			name: "gives up after maxWriteAttempts conflicts", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("status", func(int, client.Client, client.Object) error { return conflictErr(name) })
-			},
-			wantErr: errTooManyConflicts, finalizer: true, rereads: maxWriteAttempts, patches: 1 + maxWriteAttempts,
-			event: EventTooManyTries,
-		},
-		{
-			name: "422 on the allocation is refused, not retried", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("status", func(int, client.Client, client.Object) error { return invalidErr(name) })
-			},
-			wantErr: errRefused, finalizer: true, patches: 2,
-		},
-		{
-			name: "403 on the finalizer is refused, not retried", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("", func(int, client.Client, client.Object) error { return forbiddenErr(name) })
-			},
-			wantErr: errRefused, patches: 1,
-		},
-		{
-			name: "500 is an error to retry with backoff", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("status", func(int, client.Client, client.Object) error {
-					return apierrors.NewInternalError(errors.New("etcd"))
-				})
-			},
-			anyErr: true, finalizer: true, patches: 2,
-		},
-		{
-			name: "a claim gone ends quietly", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("", func(int, client.Client, client.Object) error { return apierrors.NewNotFound(claimGR, name) })
-			},
-			patches: 1,
-		},
-		{
-			name: "allocated by someone else in between: ends quietly", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("status", func(n int, c client.Client, _ client.Object) error {
-					if n > 1 {
-						t.Fatal("written again after the claim was allocated")
-					}
-					changeInAPI(t, c, name, func(c *resourceapi.ResourceClaim) {
-						c.Status.Allocation = testAllocation()
-						c.Status.Allocation.Devices.Results[0].Device = "dev-1"
-					})
-					return nil
-				})
-			},
-			finalizer: true, rereads: 1, patches: 2,
-		},
-		{
-			name: "CEL constraints changed in between: ends quietly", claim: celClaim(name, "a"),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("status", func(n int, c client.Client, _ client.Object) error {
-					changeInAPI(t, c, name, func(c *resourceapi.ResourceClaim) {
-						c.Annotations[allocator.CELConstraintsAnnotation] = `[{"expression": "true"}]`
-					})
-					return nil
-				})
-			},
-			finalizer: true, rereads: 1, patches: 2,
-		},
-		{
-			name: "reserved but not allocated in between: ends quietly", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("status", func(n int, c client.Client, _ client.Object) error {
-					changeInAPI(t, c, name, func(c *resourceapi.ResourceClaim) {
-						c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "p"}}
-					})
-					return nil
-				})
-			},
-			finalizer: true, rereads: 1, patches: 2,
-		},
-		{
-			name: "deleted in between: ends quietly", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				return onPatch("status", func(n int, c client.Client, obj client.Object) error {
-					// The finalizer holds the claim: it is being deleted.
-					if err := c.Delete(context.Background(), obj.DeepCopyObject().(client.Object)); err != nil {
-						t.Fatal(err)
-					}
-					return conflictErr(name)
-				})
-			},
-			finalizer: true, rereads: 1, patches: 2,
-		},
-		{
-			name: "read again after a conflict and gone: ends quietly", claim: gpuClaim(name),
-			funcs: func(t *testing.T) interceptor.Funcs {
-				var conflicted atomic.Bool
-				return interceptor.Funcs{
-					SubResourcePatch: func(ctx context.Context, c client.Client, s string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-						conflicted.Store(true)
-						return conflictErr(name)
-					},
-					Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-						if conflicted.Load() {
-							return apierrors.NewNotFound(claimGR, name)
-						}
-						return c.Get(ctx, key, obj, opts...)
-					},
-				}
-			},
-			rereads: 1, patches: 2,
-		},
+// reserveFor decides for claim name (as the cache shows it) in a turn of
+// the ledger, reserving testAllocation; it returns the claim as read.
+func (e *env) reserveFor(name string) *resourceapi.ResourceClaim {
+	e.t.Helper()
+	c := e.claim(name)
+	err := e.r.ledger.Decide(context.Background(), c.Namespace, native.New(), func(d *ledger.Decision) error {
+		return d.Reserve(c, testAllocation(), "")
+	})
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	for _, tc := range tests {
+	return c
+}
+
+// The write of a reservation and what its answer makes of it
+// (docs/allocation-protocol.md, section 1): only evidence ends it.
+func TestWriteReserved(t *testing.T) {
+	const name = "c"
+	timeout := apierrors.NewTimeoutError("etcd is slow", 1)
+	// committedThen commits the patch, then answers with err: the write
+	// landed although the client got an error.
+	committedThen := func(err error) func(int, client.Client, client.Object) error {
+		return func(attempt int, c client.Client, obj client.Object) error {
+			if attempt > 1 {
+				return nil
+			}
+			cur := &resourceapi.ResourceClaim{}
+			if gerr := c.Get(context.Background(), client.ObjectKeyFromObject(obj), cur); gerr != nil {
+				return gerr
+			}
+			cur.Status.Allocation = testAllocation()
+			if uerr := c.Status().Update(context.Background(), cur); uerr != nil {
+				return uerr
+			}
+			return err
+		}
+	}
+	failFirst := func(err error) func(int, client.Client, client.Object) error {
+		return func(attempt int, _ client.Client, _ client.Object) error {
+			if attempt == 1 {
+				return err
+			}
+			return nil
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		fail func(attempt int, c client.Client, obj client.Object) error
+		// before changes the claim after the decision, before the write.
+		before func(t *testing.T, e *env)
+		lost   bool
+		// want is the first write's outcome; then, for an ambiguous one, the
+		// second's.
+		want, then   writeOutcome
+		wantRefused  bool
+		wantStored   bool // the claim ends allocated in the API
+		wantReserved bool // the reservation is still pending at the end
+	}{
+		{name: "written", want: writeConfirmed, wantStored: true},
+		{name: "a timeout that did not commit: ambiguous, sent again", fail: failFirst(timeout),
+			want: writeAmbiguous, then: writeConfirmed, wantStored: true},
+		{name: "a timeout that committed: the resend conflicts, the fresh read confirms", fail: committedThen(timeout),
+			want: writeAmbiguous, then: writeConfirmed, wantStored: true},
+		{name: "a reset connection that committed", fail: committedThen(errors.New("read: connection reset by peer")),
+			want: writeAmbiguous, then: writeConfirmed, wantStored: true},
+		{name: "a 403 proves nothing: kept", fail: failFirst(forbiddenErr(name)),
+			want: writeAmbiguous, then: writeConfirmed, wantStored: true},
+		{name: "a 5xx: kept", fail: failFirst(apierrors.NewInternalError(errors.New("etcd leader changed"))),
+			want: writeAmbiguous, then: writeConfirmed, wantStored: true},
+		{name: "changed since it was read: the write can never commit", before: func(t *testing.T, e *env) {
+			changeInAPI(t, e.c, name, func(c *resourceapi.ResourceClaim) { c.Labels = map[string]string{"changed": "yes"} })
+		}, want: writeReleased},
+		{name: "gone", fail: failFirst(apierrors.NewNotFound(claimGR, name)), want: writeReleased},
+		{name: "refused as invalid", fail: failFirst(invalidErr(name)), want: writeReleased, wantRefused: true},
+		{name: "the fence is lost: nothing is written, the reservation stays", lost: true, want: writeLost, wantReserved: true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
+			claim := gpuClaim(name)
+			claim.Finalizers = []string{claimpolicy.Finalizer}
 			var funcs interceptor.Funcs
-			if tc.funcs != nil {
-				funcs = tc.funcs(t)
+			if tc.fail != nil {
+				funcs = onPatch("status", tc.fail)
 			}
-			e := newEnv(t, funcs, stack("n1"), tc.claim)
-			reader := &countingReader{Reader: e.c}
-			e.r.APIReader = reader
-			e.r.cfg.set(stack("n1"))
-			var claim resourceapi.ResourceClaim
-			if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: tns, Name: name}, &claim); err != nil {
-				t.Fatal(err)
+			e := newEnv(t, funcs, stack("n1"), gpuClass(), node("n1", "4"), nodeSlice("n1", "a"), claim)
+			e.tainted()
+			e.r.fence.(*openFence).lost = tc.lost
+			read := e.reserveFor(name)
+			if tc.before != nil {
+				tc.before(t, e)
 			}
-			before := claim.DeepCopy()
-			alloc := testAllocation()
-			got, err := e.r.write(context.Background(), &claim, alloc)
-			switch {
-			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
-				t.Fatalf("write: err %v, want %v", err, tc.wantErr)
-			case tc.anyErr && (err == nil || errors.Is(err, errRefused) || errors.Is(err, errTooManyConflicts)):
-				t.Fatalf("write: err %v, want a retriable error", err)
-			case tc.wantErr == nil && !tc.anyErr && err != nil:
-				t.Fatalf("write: %v", err)
+			got, _, err := e.r.writeReserved(context.Background(), read.UID)
+			if got != tc.want {
+				t.Fatalf("first write: %s (%v), want %s", got, err, tc.want)
 			}
-			if (got != nil) != tc.written {
-				t.Errorf("write returned %v, want a claim: %v", got, tc.written)
+			if tc.wantRefused != errors.Is(err, errRefused) {
+				t.Errorf("error %v: refused %v, want %v", err, errors.Is(err, errRefused), tc.wantRefused)
 			}
-			if tc.written && (got.Status.Allocation == nil || got.Status.Allocation.Devices.Results[0].Device != "dev-0") {
-				t.Errorf("returned claim carries %+v, want the allocation", got.Status.Allocation)
+			if got == writeAmbiguous {
+				if _, ok := e.r.ledger.Reserved(read.UID); !ok {
+					t.Fatal("an ambiguous write released its reservation")
+				}
+				if got, _, err := e.r.writeReserved(context.Background(), read.UID); got != tc.then {
+					t.Fatalf("second write: %s (%v), want %s", got, err, tc.then)
+				}
 			}
-			if !equalClaims(before, &claim) {
-				t.Errorf("write changed the claim passed in")
+			stored := e.claim(name).Status.Allocation != nil
+			if stored != tc.wantStored {
+				t.Errorf("stored allocation %v, want %v", stored, tc.wantStored)
 			}
-			var stored resourceapi.ResourceClaim
-			err = e.c.Get(context.Background(), types.NamespacedName{Namespace: tns, Name: name}, &stored)
-			if client.IgnoreNotFound(err) != nil {
-				t.Fatal(err)
+			_, reserved := e.r.ledger.Reserved(read.UID)
+			if reserved != tc.wantReserved {
+				t.Errorf("reservation pending %v, want %v", reserved, tc.wantReserved)
 			}
-			if ours := stored.Status.Allocation != nil && stored.Status.Allocation.Devices.Results[0].Device == "dev-0"; ours != tc.written {
-				t.Errorf("stored allocation %+v, want ours: %v", stored.Status.Allocation, tc.written)
-			}
-			if err == nil && claimpolicy.HasFinalizer(&stored) != tc.finalizer {
-				t.Errorf("stored finalizers %v, want the finalizer: %v", stored.Finalizers, tc.finalizer)
-			}
-			if got := reader.gets.Load(); got != tc.rereads {
-				t.Errorf("%d reads through APIReader, want %d", got, tc.rereads)
-			}
-			if got := len(e.patches.all()); got != tc.patches {
-				t.Errorf("%d patches sent, want %d", got, tc.patches)
-			}
-			checkPatches(t, e.patches, allowedPatches)
-			evs := e.events()
-			if tc.event != "" && !hasEvent(evs, corev1.EventTypeWarning, tc.event) {
-				t.Errorf("events %q, want a %s", evs, tc.event)
-			}
-			if tc.event == "" && len(evs) > 0 {
-				t.Errorf("unexpected events %q", evs)
+			// The ledger counts the device exactly when the API has it, or
+			// the reservation may still commit.
+			if counted := e.r.ledger.StateOf(read.UID).Allocation != nil; counted != (tc.wantStored || tc.wantReserved) {
+				t.Errorf("ledger counts the allocation %v, want %v", counted, tc.wantStored || tc.wantReserved)
 			}
 		})
 	}
 }
 
-func equalClaims(a, b *resourceapi.ResourceClaim) bool {
-	return a.ResourceVersion == b.ResourceVersion && slices.Equal(a.Finalizers, b.Finalizers) && (a.Status.Allocation == nil) == (b.Status.Allocation == nil)
+// Issue 20, problem 1: the status patch of claim i1 gets a 504 and lands
+// afterwards; claim i2 must not get the same device meanwhile, and i1
+// ends allocated once its write is sent again.
+func TestAmbiguousWriteKeepsItsDevice(t *testing.T) {
+	ctx := context.Background()
+	var held atomic.Pointer[resourceapi.ResourceClaim]
+	funcs := onPatch("status", func(attempt int, _ client.Client, obj client.Object) error {
+		if attempt == 1 {
+			held.Store(obj.(*resourceapi.ResourceClaim).DeepCopy())
+			return apierrors.NewTimeoutError("queued by priority and fairness", 1)
+		}
+		return nil
+	})
+	i1, i2 := immediateClaim("i1"), immediateClaim("i2")
+	i1.Finalizers, i2.Finalizers = []string{claimpolicy.Finalizer}, []string{claimpolicy.Finalizer}
+	one := nodeSlice("n1", "a")
+	one.Spec.Devices = one.Spec.Devices[:1]
+	e := newEnv(t, funcs, stack("n1"), gpuClass(), node("n1", "4"), one, i1, i2)
+	e.tainted()
+	e.observeAll()
+	if _, err := e.r.Reconcile(ctx, reqOf(tns, "i1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.r.ledger.Reserved(i1.UID); !ok {
+		t.Fatal("i1's reservation went with the 504")
+	}
+	if _, err := e.r.Reconcile(ctx, reqOf(tns, "i2")); err != nil {
+		t.Fatal(err)
+	}
+	if e.claim("i2").Status.Allocation != nil {
+		t.Fatal("i2 got a device whose write for i1 may still commit")
+	}
+	// The queued write commits now.
+	landed := held.Load()
+	cur := e.claim("i1")
+	cur.Status.Allocation = landed.Status.Allocation
+	if err := e.c.Status().Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.r.Reconcile(ctx, reqOf(tns, "i1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.r.ledger.Reserved(i1.UID); ok {
+		t.Error("i1's reservation did not end on the evidence")
+	}
+	if e.r.ledger.StateOf(i1.UID).Allocation == nil {
+		t.Error("the ledger does not count i1's allocation")
+	}
 }
 
 func TestDeallocate(t *testing.T) {
@@ -409,13 +351,13 @@ func TestDeallocate(t *testing.T) {
 			if tc.claim.Status.Allocation != nil && claimpolicy.AllocatedBy(claim) != claimpolicy.AllocatedBy(tc.claim) {
 				t.Fatalf("the fake client lost managedFields: allocated by %q", claimpolicy.AllocatedBy(claim))
 			}
-			version := e.r.snap.version
+			e.observeAll()
 			done, err := e.r.deallocate(context.Background(), claim)
 			if (err != nil) != tc.err || done != tc.done {
 				t.Fatalf("deallocate = %v, %v; want %v, error %v", done, err, tc.done, tc.err)
 			}
-			if done && e.r.snap.version == version {
-				t.Errorf("a deallocation did not invalidate the engine session")
+			if counted := e.r.ledger.StateOf(claim.UID).Allocation != nil; done && counted {
+				t.Errorf("the ledger still counts a deallocated claim's devices")
 			}
 			var stored resourceapi.ResourceClaim
 			if err := e.c.Get(context.Background(), types.NamespacedName{Namespace: tns, Name: name}, &stored); err != nil {
