@@ -103,8 +103,8 @@ func (l *rmLog) watch(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 }
 
 func TestClaimsRemoval(t *testing.T) {
-	feature := features.New("deleting the DRAStack leaves no pod gated and lifts the central taints last").
-		Assess("gates lifted, then taints removed, then the DRAStack gone; allocations kept", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+	feature := features.New("deleting the DRAStack leaves no pod gated, lifts the central taints last, and keeps held devices tainted until they are released").
+		Assess("gates lifted, then free devices untainted, held ones when released, then the DRAStack gone", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			createNamespace(ctx, t, c.Client, rmNamespace)
 			defer clDeleteNamespace(ctx, t, c, rmNamespace)
@@ -202,23 +202,78 @@ func TestClaimsRemoval(t *testing.T) {
 			if err := crc.Delete(ctx, &v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}}); err != nil {
 				t.Fatalf("delete the DRAStack: %v", err)
 			}
+			// Every gate goes and every rule but the held devices' goes;
+			// the two allocations keep their devices tainted, so the
+			// DRAStack stays until they are released
+			// (docs/allocation-protocol.md, section 4).
+			held := map[string]bool{}
+			for _, c := range []*resourceapi.ResourceClaim{immediate, placed} {
+				for _, r := range c.Status.Allocation.Devices.Results {
+					held[central.HoldRuleName(central.DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device})] = true
+				}
+			}
+			var ownedRules []string
+			if err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+				pods, err := c.Client.CoreV1().Pods(rmNamespace).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, err
+				}
+				for _, p := range pods.Items {
+					if claimpolicy.HasGate(&p) {
+						return false, nil
+					}
+				}
+				rules, err := c.Client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, err
+				}
+				ownedRules = ownedRules[:0]
+				for _, r := range rules.Items {
+					if central.Owned(&r) {
+						ownedRules = append(ownedRules, r.Name)
+					}
+				}
+				if len(ownedRules) != len(held) {
+					return false, nil
+				}
+				for _, n := range ownedRules {
+					if !held[n] {
+						return false, nil
+					}
+				}
+				return true, nil
+			}); err != nil {
+				t.Fatalf("after the deletion: operator rules %v, want only the held devices' %v; or a pod is still gated", ownedRules, held)
+			}
+			t.Logf("timing: DRAStack deleted -> gates lifted and the free devices' rules gone in %s", since(begin))
+			if err := crc.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &v1alpha1.DRAStack{}); err != nil {
+				t.Fatalf("the DRAStack went while its allocations still hold devices: %v", err)
+			}
+			// Existing allocations stay valid.
+			for _, was := range []*resourceapi.ResourceClaim{immediate, placed} {
+				now, err := c.Client.ResourceV1().ResourceClaims(rmNamespace).Get(ctx, was.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if now.UID != was.UID || !equality.Semantic.DeepEqual(now.Status.Allocation, was.Status.Allocation) {
+					t.Errorf("claim %s: allocation %v after the removal, want it kept as %v", was.Name, now.Status.Allocation, was.Status.Allocation)
+				}
+			}
+			// Releasing them ends the holds and lets the DRAStack go.
+			released := time.Now()
+			if err := c.Client.CoreV1().Pods(rmNamespace).Delete(ctx, "placed", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Client.ResourceV1().ResourceClaims(rmNamespace).Delete(ctx, "immediate", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			if err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
 				err := crc.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &v1alpha1.DRAStack{})
 				return apierrors.IsNotFound(err), nil
 			}); err != nil {
-				t.Fatalf("the DRAStack is still there: %v", err)
+				t.Fatalf("the DRAStack is still there after its allocations were released: %v", err)
 			}
-			t.Logf("timing: DRAStack deleted -> gone in %s", since(begin))
-
-			pods, err := c.Client.CoreV1().Pods(rmNamespace).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range pods.Items {
-				if claimpolicy.HasGate(&p) {
-					t.Errorf("pod %s still carries the operator's gate after the DRAStack is gone", p.Name)
-				}
-			}
+			t.Logf("timing: allocations released -> DRAStack gone in %s", since(released))
 			rules, err := c.Client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -250,16 +305,6 @@ func TestClaimsRemoval(t *testing.T) {
 			t.Logf("gates lifted at revisions %v; rules deleted at %v", log.gateLifted, log.ruleDeleted)
 			log.mu.Unlock()
 
-			// Existing allocations stay valid.
-			for _, was := range []*resourceapi.ResourceClaim{immediate, placed} {
-				now, err := c.Client.ResourceV1().ResourceClaims(rmNamespace).Get(ctx, was.Name, metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if now.UID != was.UID || !equality.Semantic.DeepEqual(now.Status.Allocation, was.Status.Allocation) {
-					t.Errorf("claim %s: allocation %v after the removal, want it kept as %v", was.Name, now.Status.Allocation, was.Status.Allocation)
-				}
-			}
 			return ctx
 		}).Feature()
 	testenv.Test(t, feature)

@@ -605,6 +605,10 @@ func TestClaimsStress(t *testing.T) {
 				if s.watch != nil {
 					close(s.watch.stop)
 				}
+				// The claims go first, while the operator runs: a central
+				// device leaves the partition (and the DRAStack goes) only
+				// once no allocation holds it.
+				clDeleteNamespace(ctx, t, c, stNamespace)
 				s.restore()
 				s.op.stop()
 			}

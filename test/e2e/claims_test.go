@@ -609,12 +609,15 @@ func TestClaims(t *testing.T) {
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
+			// The claims go first, while the operator runs: a central
+			// device leaves the partition (and the DRAStack goes) only
+			// once no allocation holds it.
+			clDeleteNamespace(ctx, t, c, clNamespace)
 			if s, _ := ctx.Value(clKey{}).(*clState); s != nil {
 				s.restore()
 				s.op.stop()
 			}
 			clRemoveWebhook(ctx, t, c)
-			clDeleteNamespace(ctx, t, c, clNamespace)
 			for _, d := range []string{ringDriver, gridDriver, tpuDriver, genDriver, placeDriver, openDriver} {
 				sel := "spec.driver=" + d
 				if err := c.Client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: sel}); err != nil {
