@@ -41,8 +41,12 @@ func EngineView(p *Partition, slices []*resourcev1.ResourceSlice, rules []resour
 		if s == nil {
 			continue
 		}
-		if usable[PoolID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name}] || len(s.Spec.Devices) == 0 {
+		if len(s.Spec.Devices) == 0 {
 			out = append(out, s)
+			continue
+		}
+		if usable[PoolID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name}] {
+			out = append(out, withCentralAttribute(p, s))
 			continue
 		}
 		cp := s.DeepCopy()
@@ -52,6 +56,43 @@ func EngineView(p *Partition, slices []*resourcev1.ResourceSlice, rules []resour
 		out = append(out, cp)
 	}
 	return out
+}
+
+// CentralAttribute is the attribute (domain resource.drastack.io, name
+// central) the engine view gives every central device: a comma-framed list
+// of the DeviceClasses whose claims may use the device (",gpu-topology,").
+// No real device carries it, so a DeviceClass whose selector requires it
+// (ClassSelector) matches nothing for kube-scheduler and exactly the
+// device's central entries for the operator: a claim of such a class can be
+// allocated by the operator alone (docs/allocation-protocol.md, section 5).
+const CentralAttribute resourcev1.QualifiedName = "resource.drastack.io/central"
+
+// ClassSelector is the CEL selector of an operator-owned central
+// DeviceClass: the device carries CentralAttribute naming the class. It
+// evaluates to false, without an error, on a device without the
+// attribute.
+func ClassSelector(class string) string {
+	return `"central" in device.attributes["resource.drastack.io"] && device.attributes["resource.drastack.io"].central.contains(",` + class + `,")`
+}
+
+// withCentralAttribute returns a copy of a central slice whose devices
+// carry CentralAttribute with their entries' classes.
+func withCentralAttribute(p *Partition, s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
+	cp := s.DeepCopy()
+	for i := range cp.Spec.Devices {
+		d := &cp.Spec.Devices[i]
+		classes := ","
+		for _, c := range p.Classes(cp.Spec.Driver, cp.Spec.Pool.Name, d.Name) {
+			classes += c + ","
+		}
+		attrs := make(map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, len(d.Attributes)+1)
+		for k, v := range d.Attributes {
+			attrs[k] = v
+		}
+		attrs[CentralAttribute] = resourcev1.DeviceAttribute{StringValue: &classes}
+		d.Attributes = attrs
+	}
+	return cp
 }
 
 // ForScheduler returns a copy of a kube-scheduler claim that tolerates the

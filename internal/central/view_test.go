@@ -8,6 +8,8 @@ import (
 	"errors"
 	"testing"
 
+	dracel "k8s.io/dynamic-resource-allocation/cel"
+
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,4 +127,52 @@ func TestEngineViewSeparatesTheAllocators(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A central class matches, in the operator's view, exactly the central
+// devices of the entries that list it; on the real slices (what
+// kube-scheduler sees) it matches nothing, without an error.
+func TestCentralClassSelector(t *testing.T) {
+	entries := []v1alpha1.CentralDevices{
+		{Driver: "gpu.example.com", Pools: []string{"n1"}, Classes: []string{"gpu-topology"}},
+		{Driver: "gpu.example.com", Pools: []string{"n2"}, Classes: []string{"gpu-other"}},
+	}
+	s1 := taintedSlice("gpu.example.com", "n1")
+	s2 := taintedSlice("gpu.example.com", "n2")
+	s3 := &resourcev1.ResourceSlice{Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com", Pool: resourcev1.ResourcePool{Name: "n3", Generation: 1, ResourceSliceCount: 1},
+		Devices: []resourcev1.Device{{Name: "d0"}}}}
+	raw := []*resourcev1.ResourceSlice{s1, s2, s3}
+	p, err := NewPartition(Inputs{Entries: entries, Slices: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := EngineView(p, raw, nil)
+	compiled := dracel.GetCompiler(dracel.Features{}).CompileCELExpression(ClassSelector("gpu-topology"), dracel.Options{})
+	if compiled.Error != nil {
+		t.Fatal(compiled.Error)
+	}
+	matches := func(s *resourcev1.ResourceSlice) bool {
+		d := s.Spec.Devices[0]
+		ok, _, err := compiled.DeviceMatches(context.Background(), dracel.Device{Driver: s.Spec.Driver, Attributes: d.Attributes, Capacity: d.Capacity})
+		if err != nil {
+			t.Fatalf("selector error on %s: %v", s.Spec.Pool.Name, err)
+		}
+		return ok
+	}
+	for i, want := range []bool{true, false, false} {
+		if got := matches(view[i]); got != want {
+			t.Errorf("operator view, pool %s: match %v, want %v", view[i].Spec.Pool.Name, got, want)
+		}
+		if matches(raw[i]) {
+			t.Errorf("real slice of pool %s matches the central class: kube-scheduler could allocate it", raw[i].Spec.Pool.Name)
+		}
+	}
+	if _, ok := s1.Spec.Devices[0].Attributes[CentralAttribute]; ok {
+		t.Error("the view modified its input")
+	}
+}
+
+func taintedSlice(driver, pool string) *resourcev1.ResourceSlice {
+	return &resourcev1.ResourceSlice{Spec: resourcev1.ResourceSliceSpec{Driver: driver, Pool: resourcev1.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
+		Devices: []resourcev1.Device{{Name: "d0", Taints: []resourcev1.DeviceTaint{Taint()}}}}}
 }

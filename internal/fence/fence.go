@@ -67,6 +67,7 @@ type Fence struct {
 	identity  string
 	onLost    func()
 	sleep     func(time.Duration)
+	newTerm   func() string
 	mu        sync.Mutex
 	term      string
 	holding   bool
@@ -102,6 +103,9 @@ type Options struct {
 	OnLost func()
 	// Sleep waits between retries; default time.Sleep (tests replace it).
 	Sleep func(time.Duration)
+	// NewTerm names a new term; default a random name (the simulation
+	// replays with names of its own).
+	NewTerm func() string
 }
 
 // New returns a fence this process does not hold yet.
@@ -112,10 +116,13 @@ func New(o Options) *Fence {
 	if o.Sleep == nil {
 		o.Sleep = time.Sleep
 	}
+	if o.NewTerm == nil {
+		o.NewTerm = func() string { return rand.Text()[:16] }
+	}
 	if o.Reader == nil {
 		o.Reader = o.Client
 	}
-	return &Fence{client: o.Client, reader: o.Reader, key: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, identity: o.Identity, onLost: o.OnLost, sleep: o.Sleep}
+	return &Fence{client: o.Client, reader: o.Reader, key: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, identity: o.Identity, onLost: o.OnLost, sleep: o.Sleep, newTerm: o.NewTerm}
 }
 
 // Acquire starts a new term: it makes this process the fence's holder with
@@ -125,7 +132,7 @@ func New(o Options) *Fence {
 // it, so sweeping the unallocated claims older than it (and in either
 // scope) leaves earlier terms nothing to write.
 func (f *Fence) Acquire(ctx context.Context, scope []string) (previous []string, acquired ledger.Version, err error) {
-	term := newTerm()
+	term := f.newTerm()
 	holder := f.identity + "#" + term
 	scopeJSON, err := json.Marshal(sortedSet(scope))
 	if err != nil {
@@ -277,9 +284,10 @@ func (f *Fence) confirmLoop(ctx context.Context) {
 			delay = minRetry
 		}
 		f.mu.Lock()
+		lost := false
 		switch {
 		case errors.Is(err, ErrLost):
-			f.loseLocked(err)
+			lost = f.loseLocked(err)
 		case err == nil && v > f.last:
 			f.last = v
 		}
@@ -298,9 +306,11 @@ func (f *Fence) confirmLoop(ctx context.Context) {
 		if len(f.waiters) == 0 || !f.holding {
 			f.inFlight = false
 			f.mu.Unlock()
+			f.notifyLost(lost)
 			return
 		}
 		f.mu.Unlock()
+		f.notifyLost(lost)
 	}
 }
 
@@ -340,16 +350,18 @@ func (f *Fence) SetScope(ctx context.Context, scope []string) error {
 		{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(ScopeAnnotation), "value": string(raw)},
 	})
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	lost := false
 	switch {
 	case errors.Is(err, ErrLost):
-		f.loseLocked(err)
+		lost = f.loseLocked(err)
 	case err == nil:
 		f.scope = sortedSet(scope)
 		if v > f.last {
 			f.last = v
 		}
 	}
+	f.mu.Unlock()
+	f.notifyLost(lost)
 	return err
 }
 
@@ -382,19 +394,24 @@ func (f *Fence) patch(ctx context.Context, ops []map[string]any) (ledger.Version
 	return 0, fmt.Errorf("confirm the allocation fence %s: %w", f.key, err)
 }
 
-// loseLocked marks the fence lost, once.
-func (f *Fence) loseLocked(err error) {
+// loseLocked marks the fence lost and reports whether it was held; the
+// caller calls f.onLost once it has released f.mu.
+func (f *Fence) loseLocked(err error) bool {
 	if !f.holding {
-		return
+		return false
 	}
 	f.holding, f.lostError = false, err
 	close(f.lost)
-	if f.onLost != nil {
-		go f.onLost()
+	return true
+}
+
+// notifyLost calls OnLost when a fence was just lost.
+func (f *Fence) notifyLost(lost bool) {
+	if lost && f.onLost != nil {
+		f.onLost()
 	}
 }
 
-func newTerm() string { return rand.Text()[:16] }
 
 func parseScope(s string) []string {
 	var out []string

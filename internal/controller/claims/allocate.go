@@ -215,7 +215,7 @@ func (r *Reconciler) claimFailed(ctx context.Context, claim *resourceapi.Resourc
 	if outcome == claimpolicy.OutcomeUnsatisfiable {
 		msg += noCentralHint(r.cfg.get())
 	}
-	if r.claims.record(key, failure{outcome: outcome, message: msg}) {
+	if r.claims.record(key, failure{outcome: outcome, message: msg}) && r.Recorder != nil {
 		why := r.verdict(ctx, outcome, []*resourceapi.ResourceClaim{central.ForOperator(claim)}, nil, 0)
 		r.event(claim, corev1.EventTypeWarning, string(outcome), "Allocate", "%s engine: %s%s", engine, withVerdict(msg, why), retryHint(outcome))
 	}

@@ -328,11 +328,18 @@ func (p *placementReconciler) finishUnit(ctx context.Context, cfg claimpolicy.Co
 	answers := make([]answer, len(pc.pending))
 	var wg sync.WaitGroup
 	for i, c := range pc.pending {
+		write := func() {
+			o, w, err := r.writeReserved(ctx, c.UID)
+			answers[i] = answer{o, w, err}
+		}
+		if r.serialWrites {
+			write()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, w, err := r.writeReserved(ctx, c.UID)
-			answers[i] = answer{o, w, err}
+			write()
 		}()
 	}
 	wg.Wait()
@@ -536,7 +543,7 @@ func (p *placementReconciler) failed(ctx context.Context, pod *corev1.Pod, engin
 	msg := err.Error()
 	if r.pods.record(key, failure{outcome: outcome, message: msg}) {
 		note := msg
-		if why != nil {
+		if why != nil && r.Recorder != nil {
 			note = withVerdict(msg, why())
 		}
 		r.event(pod, corev1.EventTypeWarning, string(outcome), "Allocate", "%s engine: %s%s", engine, note, retryHint(outcome))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/allocator"
@@ -93,6 +94,13 @@ type Reconciler struct {
 	// resource.k8s.io/v1 DeviceTaintRule: only slices the operator
 	// publishes itself carry the central taint there.
 	taintRules bool
+	// serialWrites sends a unit's writes, and a sweep's, one after the
+	// other instead of in parallel: the deterministic simulation runs one
+	// goroutine at a time.
+	serialWrites bool
+	// released wakes the taint loop when the ledger took in a released
+	// allocation (noteReleased).
+	released chan event.GenericEvent
 }
 
 // termFence is what the loops use of the allocation fence
@@ -122,6 +130,7 @@ func (r *Reconciler) init() {
 	if r.APIReader == nil {
 		r.APIReader = r.Client
 	}
+	r.released = make(chan event.GenericEvent, 1)
 	r.source = &cacheSource{reader: r.Client, cfg: &r.cfg, taintRules: r.taintRules}
 	r.ledger = ledger.New(ledger.Options{Source: r.source, Now: r.now})
 	if r.fence == nil {

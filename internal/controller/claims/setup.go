@@ -130,19 +130,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 			Watches(&resourceapi.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 			Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.LabelChangedPredicate{})).
-			// A released allocation may end a hold (heldRules).
-			Watches(&resourceapi.ResourceClaim{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return false },
-				UpdateFunc: func(e event.UpdateEvent) bool {
-					a, okA := e.ObjectOld.(*resourceapi.ResourceClaim)
-					b, okB := e.ObjectNew.(*resourceapi.ResourceClaim)
-					return okA && okB && a.Status.Allocation != nil && b.Status.Allocation == nil
-				},
-				DeleteFunc: func(e event.DeleteEvent) bool {
-					c, ok := e.Object.(*resourceapi.ResourceClaim)
-					return ok && c.Status.Allocation != nil
-				},
-			})).
+			// A released allocation may end a hold (heldRules): the claim
+			// handler that feeds the ledger says so once the ledger knows.
+			WatchesRawSource(source.Channel(r.released, handler.EnqueueRequestsFromMapFunc(one))).
 			WatchesRawSource(source.TypedKind(r.podCache.(cache.Cache), &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(
 				func(_ context.Context, p *corev1.Pod) []reconcile.Request {
 					// Rules wait for gated pods when the configuration goes.
@@ -354,6 +344,9 @@ func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Cont
 				r.noteWaiting(cur)
 			}
 			if old.Status.Allocation != nil && cur.Status.Allocation == nil {
+				if note {
+					r.noteReleased()
+				}
 				retrigger(b, q, changeDevices)
 			}
 			add(ctx, cur, q)
@@ -365,10 +358,23 @@ func (r *Reconciler) claimHandler(b *book, note bool, requests func(context.Cont
 				r.claims.forget(request(c).NamespacedName)
 			}
 			if c.Status.Allocation != nil {
+				if note {
+					r.noteReleased()
+				}
 				retrigger(b, q, changeDevices)
 			}
 			add(ctx, c, q)
 		},
+	}
+}
+
+// noteReleased tells the taint loop, after the ledger took in a released
+// allocation, that a hold may have ended. One pending event is enough: it
+// is handled after this release was noted.
+func (r *Reconciler) noteReleased() {
+	select {
+	case r.released <- event.GenericEvent{}:
+	default:
 	}
 }
 

@@ -140,7 +140,11 @@ func (r *Reconciler) sweep(ctx context.Context, acquired ledger.Version, scope [
 		first error
 		work  = make(chan client.Object)
 	)
-	for range sweepWorkers {
+	workers := sweepWorkers
+	if r.serialWrites {
+		workers = 1
+	}
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
