@@ -412,7 +412,6 @@ func (f *Fence) notifyLost(lost bool) {
 	}
 }
 
-
 func parseScope(s string) []string {
 	var out []string
 	if err := json.Unmarshal([]byte(s), &out); err != nil {

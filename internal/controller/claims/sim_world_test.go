@@ -217,7 +217,7 @@ func (w *simWorld) startOperator() *simOperator {
 	r.fence = fence.New(fence.Options{Client: &simWriter{simReader: api, w: w, from: op.name}, Reader: api,
 		Namespace: simOperatorNS, Identity: op.name, Sleep: func(time.Duration) {},
 		NewTerm: func() string { w.names++; return fmt.Sprintf("t%d", w.names) },
-		OnLost: func() { r.ledger.SetReady(false) }})
+		OnLost:  func() { r.ledger.SetReady(false) }})
 	r.init()
 	r.podCache = cached
 	r.taintRules = true
