@@ -77,6 +77,7 @@ type reservation struct {
 	// unit groups the reservations of one placement (a pod's key).
 	unit      string
 	ambiguous bool
+	since     time.Time
 }
 
 // New returns an empty ledger that is not ready.
@@ -283,6 +284,8 @@ type Reservation struct {
 	Unit string
 	// Ambiguous: a write of it got no definite answer.
 	Ambiguous bool
+	// Since is when the decision was taken.
+	Since time.Time
 }
 
 // Reserved returns the pending reservation of a claim.
@@ -293,7 +296,7 @@ func (l *Ledger) Reserved(uid types.UID) (Reservation, bool) {
 	if r == nil || r.res == nil {
 		return Reservation{}, false
 	}
-	return Reservation{Claim: r.res.asRead, Unit: r.res.unit, Ambiguous: r.res.ambiguous}, true
+	return Reservation{Claim: r.res.asRead, Unit: r.res.unit, Ambiguous: r.res.ambiguous, Since: r.res.since}, true
 }
 
 // Unit returns the pending reservations of a placement, by claim name.
@@ -303,10 +306,29 @@ func (l *Ledger) Unit(unit string) []Reservation {
 	var out []Reservation
 	for _, r := range l.claims {
 		if r.res != nil && r.res.unit == unit {
-			out = append(out, Reservation{Claim: r.res.asRead, Unit: unit, Ambiguous: r.res.ambiguous})
+			out = append(out, Reservation{Claim: r.res.asRead, Unit: unit, Ambiguous: r.res.ambiguous, Since: r.res.since})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Claim.Name < out[j].Claim.Name })
+	return out
+}
+
+// Reservations lists the pending reservations, oldest first.
+func (l *Ledger) Reservations() []Reservation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Reservation
+	for _, r := range l.claims {
+		if r.res != nil {
+			out = append(out, Reservation{Claim: r.res.asRead, Unit: r.res.unit, Ambiguous: r.res.ambiguous, Since: r.res.since})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Since.Equal(out[j].Since) {
+			return out[i].Since.Before(out[j].Since)
+		}
+		return out[i].Claim.UID < out[j].Claim.UID
+	})
 	return out
 }
 
@@ -461,7 +483,7 @@ func (d *Decision) Reserve(c *resourceapi.ResourceClaim, alloc *resourceapi.Allo
 	if r.claim == nil || !newer(r.version, v) {
 		r.claim, r.version = c, v
 	}
-	r.res = &reservation{asRead: asRead, precondition: v, unit: unit}
+	r.res = &reservation{asRead: asRead, precondition: v, unit: unit, since: l.now()}
 	l.sess.recorded[c.UID] = true
 	d.made = append(d.made, c.UID)
 	return nil

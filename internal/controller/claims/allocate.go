@@ -106,6 +106,7 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 		return ctrl.Result{}, fmt.Errorf("no allocation engine %q", cfg.Engine)
 	}
 	r.claims.markWaiting(key, claim.CreationTimestamp.Time, r.now())
+	r.expireOld()
 	var (
 		outcome claimpolicy.Outcome
 		failure error

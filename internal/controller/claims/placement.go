@@ -202,6 +202,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 		return ctrl.Result{}, fmt.Errorf("no allocation engine %q", cfg.Engine)
 	}
 	r.pods.markWaiting(key, pod.CreationTimestamp.Time, r.now())
+	r.expireOld()
 	candidates, nodeReasons, total, err := p.candidates(ctx, pod, pc.pinned)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -397,6 +398,9 @@ func (p *placementReconciler) finishUnit(ctx context.Context, cfg claimpolicy.Co
 // It reports whether it took anything back.
 func (p *placementReconciler) undo(ctx context.Context, pod *corev1.Pod, placed []*resourceapi.ResourceClaim, why string) (bool, error) {
 	r := p.r
+	if r.off.noUndo {
+		return false, nil
+	}
 	cfg := r.cfg.get()
 	shared, err := p.sharedClaims(ctx, pod)
 	if err != nil {

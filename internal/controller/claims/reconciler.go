@@ -98,9 +98,32 @@ type Reconciler struct {
 	// other instead of in parallel: the deterministic simulation runs one
 	// goroutine at a time.
 	serialWrites bool
+	// off switches parts of the protocol off, for the simulation to show
+	// what each one prevents; always zero outside it.
+	off protocolSwitches
 	// released wakes the taint loop when the ledger took in a released
 	// allocation (noteReleased).
 	released chan event.GenericEvent
+}
+
+// protocolSwitches turn parts of docs/allocation-protocol.md off. Only the
+// simulation sets them, to show that it finds the problem each part
+// prevents (issue 20's list).
+type protocolSwitches struct {
+	// ambiguousFrees ends a reservation when its write has no definite
+	// answer (problem 1).
+	ambiguousFrees bool
+	// expireAfter ends a reservation this long after its decision, as
+	// writtenTTL did (problem 2).
+	expireAfter time.Duration
+	// noFence writes without the term fence and starts terms without a
+	// sweep (problem 3).
+	noFence bool
+	// noHolds lets devices leave the partition while allocations hold
+	// them (problem 5).
+	noHolds bool
+	// noUndo leaves half placements as they are (problem 8).
+	noUndo bool
 }
 
 // termFence is what the loops use of the allocation fence

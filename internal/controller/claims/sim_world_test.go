@@ -76,6 +76,8 @@ type simWorld struct {
 	hash    uint64
 	names   int
 	faultOn bool
+	// off is applied to every operator instance started.
+	off protocolSwitches
 	// setupLog is how many events of each kind setup wrote: every
 	// informer's first list shows at least those.
 	setupLog map[string]int
@@ -219,6 +221,7 @@ func (w *simWorld) startOperator() *simOperator {
 		NewTerm: func() string { w.names++; return fmt.Sprintf("t%d", w.names) },
 		OnLost:  func() { r.ledger.SetReady(false) }})
 	r.init()
+	r.off = w.off
 	r.podCache = cached
 	r.taintRules = true
 	r.source.taintRules = true

@@ -192,7 +192,7 @@ func (t *taintReconciler) heldRules(part *central.Partition, existing []resource
 			owned = append(owned, existing[i])
 		}
 	}
-	if len(owned) == 0 {
+	if len(owned) == 0 || t.r.off.noHolds {
 		return nil
 	}
 	held := t.r.ledger.Holds(func(driver, pool, device string) bool {

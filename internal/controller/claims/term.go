@@ -94,8 +94,10 @@ func (r *Reconciler) beginTerm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := r.sweep(ctx, acquired, append(previous, scope...)); err != nil {
-		return err
+	if !r.off.noFence {
+		if err := r.sweep(ctx, acquired, append(previous, scope...)); err != nil {
+			return err
+		}
 	}
 	r.ledger.SetReady(true)
 	return nil
