@@ -184,9 +184,15 @@ type CentralDevices struct {
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 	// classes are the DeviceClass names whose claims the operator allocates
 	// from these devices: a claim with a request for one of them is the
-	// operator's. Claims the operator owns for another reason (the CEL
-	// constraints annotation, the Immediate label) are served from any
-	// central device.
+	// operator's, and its request gets only devices of entries that list
+	// the class. The operator creates each of these DeviceClasses that does
+	// not exist, with a selector no real device meets (only the operator's
+	// own view of the central devices does), so that kube-scheduler can
+	// never allocate their claims, webhook or no webhook; a class of the
+	// same name it did not create is used as it is, and reported.
+	// Claims with the CEL constraints annotation or the Immediate label
+	// must use these classes (the operator's admission policies refuse
+	// others).
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MinLength=1
@@ -194,6 +200,22 @@ type CentralDevices struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	Classes []string `json:"classes,omitempty"`
+	// namespaces limits who may use the entry's devices: only claims in
+	// these namespaces get them. Empty: every namespace.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+	// allowImmediate lets claims labelled
+	// resource.drastack.io/allocation=Immediate (a label any tenant may
+	// set, which takes devices before any pod needs them) use the entry's
+	// devices. Claims of spec.claims.immediateClasses are immediate by the
+	// platform's choice and need no permission. Default false.
+	// +optional
+	AllowImmediate bool `json:"allowImmediate,omitempty"`
 }
 
 // PoolsSpec configures pool validation.

@@ -1,7 +1,14 @@
 package central
 
 import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
 	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/drastack/drastack/api/v1alpha1"
 )
 
 // NotCentralTaintKey marks, in the engine's view only, the devices the
@@ -59,40 +66,122 @@ func EngineView(p *Partition, slices []*resourcev1.ResourceSlice, rules []resour
 }
 
 // CentralAttribute is the attribute (domain resource.drastack.io, name
-// central) the engine view gives every central device: a comma-framed list
-// of the DeviceClasses whose claims may use the device (",gpu-topology,").
-// No real device carries it, so a DeviceClass whose selector requires it
-// (ClassSelector) matches nothing for kube-scheduler and exactly the
-// device's central entries for the operator: a claim of such a class can be
-// allocated by the operator alone (docs/allocation-protocol.md, section 5).
+// central) the engine view gives every central device: who may use it, as
+// comma-framed tokens "<class>@<namespace>" for every class (and "*" for
+// claims of no listed class) and namespace ("*": any) of every entry that
+// selects the device, with "!i" appended when the entry allows the
+// Immediate label (",gpu-topology@*,*@*,"). No real device carries the
+// attribute, so a DeviceClass whose selector requires it (ClassSelector)
+// matches nothing for kube-scheduler and exactly the devices of its
+// entries for the operator: a claim of such a class can be allocated by
+// the operator alone (docs/allocation-protocol.md, section 5).
 const CentralAttribute resourcev1.QualifiedName = "resource.drastack.io/central"
 
+// anyToken stands for any class or any namespace in CentralAttribute.
+const anyToken = "*"
+
 // ClassSelector is the CEL selector of an operator-owned central
-// DeviceClass: the device carries CentralAttribute naming the class. It
+// DeviceClass: the device is central for an entry that lists the class. It
 // evaluates to false, without an error, on a device without the
 // attribute.
 func ClassSelector(class string) string {
-	return `"central" in device.attributes["resource.drastack.io"] && device.attributes["resource.drastack.io"].central.contains(",` + class + `,")`
+	return `"central" in device.attributes["resource.drastack.io"] && device.attributes["resource.drastack.io"].central.contains(",` + class + `@")`
 }
 
 // withCentralAttribute returns a copy of a central slice whose devices
-// carry CentralAttribute with their entries' classes.
+// carry CentralAttribute.
 func withCentralAttribute(p *Partition, s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
 	cp := s.DeepCopy()
 	for i := range cp.Spec.Devices {
 		d := &cp.Spec.Devices[i]
-		classes := ","
-		for _, c := range p.Classes(cp.Spec.Driver, cp.Spec.Pool.Name, d.Name) {
-			classes += c + ","
+		var b strings.Builder
+		b.WriteString(",")
+		for _, e := range p.Entries(cp.Spec.Driver, cp.Spec.Pool.Name, d.Name) {
+			entry := &p.entries[e]
+			namespaces := entry.Namespaces
+			if len(namespaces) == 0 {
+				namespaces = []string{anyToken}
+			}
+			immediate := ""
+			if entry.AllowImmediate {
+				immediate = "!i"
+			}
+			for _, c := range append(slices.Clone(entry.Classes), anyToken) {
+				for _, ns := range namespaces {
+					b.WriteString(c + "@" + ns + immediate + ",")
+				}
+			}
 		}
+		value := b.String()
 		attrs := make(map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, len(d.Attributes)+1)
 		for k, v := range d.Attributes {
 			attrs[k] = v
 		}
-		attrs[CentralAttribute] = resourcev1.DeviceAttribute{StringValue: &classes}
+		attrs[CentralAttribute] = resourcev1.DeviceAttribute{StringValue: &value}
 		d.Attributes = attrs
 	}
 	return cp
+}
+
+// Scoped narrows a claim for the operator's engine (after ForOperator) to
+// the central devices its requests may use: each request and subrequest
+// gets a selector for the devices of entries that list its class (of any
+// entry when no entry lists it), whose namespaces admit the claim's
+// namespace and, for a claim that asked for immediate allocation by its
+// label, that allow it. It returns the claim and the requests no entry
+// admits (they can get no device). The input is not modified.
+func Scoped(claim *resourcev1.ResourceClaim, entries []v1alpha1.CentralDevices, immediateLabel bool) (*resourcev1.ResourceClaim, []string) {
+	out := ForOperator(claim)
+	listed := map[string]bool{}
+	for _, e := range entries {
+		for _, c := range e.Classes {
+			listed[c] = true
+		}
+	}
+	var denied []string
+	narrow := func(name, class string, selectors []resourcev1.DeviceSelector) []resourcev1.DeviceSelector {
+		if !listed[class] {
+			class = anyToken
+		}
+		if !admitted(entries, class, claim.Namespace, immediateLabel) {
+			denied = append(denied, name)
+		}
+		suffix := `(!i)?`
+		if immediateLabel {
+			suffix = `!i`
+		}
+		pattern := "," + regexp.QuoteMeta(class) + "@(" + regexp.QuoteMeta(claim.Namespace) + `|\*)` + suffix + ","
+		expr := `"central" in device.attributes["resource.drastack.io"] && device.attributes["resource.drastack.io"].central.matches(` + strconv.Quote(pattern) + `)`
+		return append(slices.Clone(selectors), resourcev1.DeviceSelector{CEL: &resourcev1.CELDeviceSelector{Expression: expr}})
+	}
+	for i := range out.Spec.Devices.Requests {
+		r := &out.Spec.Devices.Requests[i]
+		if r.Exactly != nil {
+			r.Exactly.Selectors = narrow(r.Name, r.Exactly.DeviceClassName, r.Exactly.Selectors)
+		}
+		for j := range r.FirstAvailable {
+			sub := &r.FirstAvailable[j]
+			sub.Selectors = narrow(r.Name+"/"+sub.Name, sub.DeviceClassName, sub.Selectors)
+		}
+	}
+	return out, denied
+}
+
+// admitted says whether some entry lets a claim of class (anyToken: no
+// listed class) in namespace use its devices.
+func admitted(entries []v1alpha1.CentralDevices, class, namespace string, immediateLabel bool) bool {
+	for _, e := range entries {
+		if immediateLabel && !e.AllowImmediate {
+			continue
+		}
+		if len(e.Namespaces) > 0 && !slices.Contains(e.Namespaces, namespace) {
+			continue
+		}
+		if class == anyToken || slices.Contains(e.Classes, class) {
+			return true
+		}
+	}
+	return false
 }
 
 // ForScheduler returns a copy of a kube-scheduler claim that tolerates the

@@ -176,3 +176,60 @@ func taintedSlice(driver, pool string) *resourcev1.ResourceSlice {
 	return &resourcev1.ResourceSlice{Spec: resourcev1.ResourceSliceSpec{Driver: driver, Pool: resourcev1.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
 		Devices: []resourcev1.Device{{Name: "d0", Taints: []resourcev1.DeviceTaint{Taint()}}}}}
 }
+
+// Scoped gives each request only the devices of entries that admit its
+// class, the claim's namespace and, for the Immediate label, immediate
+// allocation.
+func TestScoped(t *testing.T) {
+	entries := []v1alpha1.CentralDevices{
+		{Driver: "gpu.example.com", Pools: []string{"n1"}, Classes: []string{"gpu.central"}, Namespaces: []string{"team-a"}},
+		{Driver: "gpu.example.com", Pools: []string{"n2"}, Classes: []string{"gpu.central"}, AllowImmediate: true},
+		{Driver: "gpu.example.com", Pools: []string{"n3"}, Classes: []string{"other"}},
+	}
+	raw := []*resourcev1.ResourceSlice{taintedSlice("gpu.example.com", "n1"), taintedSlice("gpu.example.com", "n2"), taintedSlice("gpu.example.com", "n3")}
+	p, err := NewPartition(Inputs{Entries: entries, Slices: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := EngineView(p, raw, nil)
+	claim := func(ns, class string) *resourcev1.ResourceClaim {
+		return &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class}}}}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		ns, class string
+		immediate bool
+		want      []bool // may use n1, n2, n3
+		denied    bool
+	}{
+		{"team-a, central class: both entries of the class", "team-a", "gpu.central", false, []bool{true, true, false}, false},
+		{"team-b: not the namespaced entry", "team-b", "gpu.central", false, []bool{false, true, false}, false},
+		{"the Immediate label: only the entry that allows it", "team-a", "gpu.central", true, []bool{false, true, false}, false},
+		{"a class no entry lists: any entry that admits the namespace", "team-b", "unlisted", false, []bool{false, true, true}, false},
+		{"the Immediate label and a class only a non-immediate entry lists", "team-a", "other", true, []bool{false, false, false}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scoped, denied := Scoped(claim(tc.ns, tc.class), entries, tc.immediate)
+			if (len(denied) > 0) != tc.denied {
+				t.Errorf("denied %v, want denied %v", denied, tc.denied)
+			}
+			sels := scoped.Spec.Devices.Requests[0].Exactly.Selectors
+			compiled := dracel.GetCompiler(dracel.Features{}).CompileCELExpression(sels[len(sels)-1].CEL.Expression, dracel.Options{})
+			if compiled.Error != nil {
+				t.Fatalf("%s: %v", sels[len(sels)-1].CEL.Expression, compiled.Error)
+			}
+			for i, s := range view {
+				d := s.Spec.Devices[0]
+				ok, _, err := compiled.DeviceMatches(context.Background(), dracel.Device{Driver: s.Spec.Driver, Attributes: d.Attributes})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok != tc.want[i] {
+					t.Errorf("pool %s: usable %v, want %v", s.Spec.Pool.Name, ok, tc.want[i])
+				}
+			}
+		})
+	}
+}

@@ -530,7 +530,7 @@ func clSuiteSpec() v1alpha1.ClaimsSpec {
 	for _, d := range []struct{ driver, class string }{
 		{ringDriver, ringClass}, {gridDriver, gridClass}, {tpuDriver, tpuClass}, {genDriver, genClass}, {placeDriver, placeClass},
 	} {
-		central = append(central, v1alpha1.CentralDevices{Driver: d.driver, Classes: []string{d.class}})
+		central = append(central, v1alpha1.CentralDevices{Driver: d.driver, Classes: []string{d.class}, AllowImmediate: true})
 	}
 	return v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, ImmediateClasses: []string{tpuClass}, GatePods: ptr.To(true), Central: central}
 }

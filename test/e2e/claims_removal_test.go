@@ -76,9 +76,19 @@ func (l *rmLog) watch(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 	go func() {
 		defer pods.Stop()
+		// A lift is a change from gated to not gated; the watch's first
+		// events list every pod as it is.
+		gated := map[string]bool{}
 		for ev := range pods.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type != watch.Modified || claimpolicy.HasGate(p) {
+			if !ok {
+				continue
+			}
+			if claimpolicy.HasGate(p) {
+				gated[p.Name] = true
+				continue
+			}
+			if ev.Type != watch.Modified || !gated[p.Name] {
 				continue
 			}
 			l.mu.Lock()
@@ -138,7 +148,7 @@ func TestClaimsRemoval(t *testing.T) {
 				t.Fatal(err)
 			}
 			clApplyClaimsSpec(ctx, t, crc, v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
-				Central: []v1alpha1.CentralDevices{{Driver: rmDriver, Classes: []string{rmClass}}}})
+				Central: []v1alpha1.CentralDevices{{Driver: rmDriver, Classes: []string{rmClass}, AllowImmediate: true}}})
 			op := clStartOperator(ctx, t, c, rmNamespace)
 			defer op.stop()
 			defer clRemoveWebhook(ctx, t, c)

@@ -475,7 +475,7 @@ func TestClaimsStress(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.restore = clApplyClaimsSpec(ctx, t, s.crc, v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
-				Central: []v1alpha1.CentralDevices{{Driver: stDriver, Classes: []string{stClass}}}})
+				Central: []v1alpha1.CentralDevices{{Driver: stDriver, Classes: []string{stClass}, AllowImmediate: true}}})
 			clCreateTemplate(ctx, t, c, stNamespace, "op-cel", nil, clCEL("size(devices) == 1"), clClaimSpec(stClass, 1, ""))
 			clCreateTemplate(ctx, t, c, stNamespace, "sched", nil, nil, clClaimSpec(stOpenClass, 1, ""))
 			s.op = clStartOperator(ctx, t, c, stNamespace)

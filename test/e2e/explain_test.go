@@ -80,7 +80,7 @@ func TestExplain(t *testing.T) {
 				t.Fatal(err)
 			}
 			restore := clApplyClaimsSpec(ctx, t, crc, v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
-				Central: []v1alpha1.CentralDevices{{Driver: exCELDriver, Classes: []string{exCELClass}}}})
+				Central: []v1alpha1.CentralDevices{{Driver: exCELDriver, Classes: []string{exCELClass}, AllowImmediate: true}}})
 			op := clStartOperator(ctx, t, c, exNamespace)
 			defer op.stop()
 			defer restore() // before the operator stops: its finalizer holds the DRAStack

@@ -558,7 +558,7 @@ func setup(ctx context.Context, cs kubernetes.Interface, crc client.Client, cfg 
 	}}
 	stack.Spec.Claims = v1alpha1.ClaimsSpec{
 		Engine: v1alpha1.EngineNative, GatePods: ptr.To(false), ImmediateClasses: []string{GPUClass},
-		Central: []v1alpha1.CentralDevices{{Driver: GPUDriver, Classes: []string{GPUClass}}, {Driver: TPUDriver, Classes: []string{TPUClass}}},
+		Central: []v1alpha1.CentralDevices{{Driver: GPUDriver, Classes: []string{GPUClass}, AllowImmediate: true}, {Driver: TPUDriver, Classes: []string{TPUClass}, AllowImmediate: true}},
 	}
 	if err := crc.Create(ctx, stack); err != nil {
 		return fmt.Errorf("create the DRAStack: %w", err)

@@ -107,6 +107,10 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 	}
 	r.claims.markWaiting(key, claim.CreationTimestamp.Time, r.now())
 	r.expireOld()
+	scoped, denied := r.scoped(cfg, claim)
+	if len(denied) > 0 {
+		return r.claimFailed(ctx, claim, engine.Name(), claimpolicy.OutcomeUnsatisfiable, deniedError(claim, denied))
+	}
 	var (
 		outcome claimpolicy.Outcome
 		failure error
@@ -114,7 +118,7 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 	err := r.ledger.Decide(ctx, claim.Namespace, engine, func(d *ledger.Decision) error {
 		actx, cancel := context.WithTimeout(ctx, cfg.AllocationTimeout)
 		defer cancel()
-		results, err := d.Session().Allocate(actx, []*resourceapi.ResourceClaim{central.ForOperator(claim)}, allocator.Options{MaxSteps: r.MaxSteps})
+		results, err := d.Session().Allocate(actx, []*resourceapi.ResourceClaim{scoped}, allocator.Options{MaxSteps: r.MaxSteps})
 		outcome, failure = classify(actx, err, cfg)
 		if outcome != claimpolicy.OutcomeAllocated {
 			return nil
@@ -175,6 +179,19 @@ func (r *Reconciler) finishWrite(ctx context.Context, claim *resourceapi.Resourc
 	return ctrl.Result{RequeueAfter: r.backoff.When(key)}, nil
 }
 
+// scoped is the claim as the operator's engine allocates it: its requests
+// narrowed to the central devices whose entries admit them
+// (central.Scoped), and the requests no entry admits.
+func (r *Reconciler) scoped(cfg claimpolicy.Config, c *resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, []string) {
+	return central.Scoped(c, cfg.Central, c.Labels[claimpolicy.AllocationLabel] == claimpolicy.AllocationImmediate)
+}
+
+// deniedError says which requests of a claim no central entry admits.
+func deniedError(c *resourceapi.ResourceClaim, denied []string) error {
+	return fmt.Errorf("%w: no entry of spec.claims.central lets namespace %s use central devices for request %s (the entry's classes, namespaces and, for the Immediate label, allowImmediate decide)",
+		allocator.ErrUnsatisfiable, c.Namespace, strings.Join(denied, ", "))
+}
+
 func engineOr(e, fallback string) string {
 	if e != "" {
 		return e
@@ -217,7 +234,8 @@ func (r *Reconciler) claimFailed(ctx context.Context, claim *resourceapi.Resourc
 		msg += noCentralHint(r.cfg.get())
 	}
 	if r.claims.record(key, failure{outcome: outcome, message: msg}) && r.Recorder != nil {
-		why := r.verdict(ctx, outcome, []*resourceapi.ResourceClaim{central.ForOperator(claim)}, nil, 0)
+		scoped, _ := r.scoped(r.cfg.get(), claim)
+		why := r.verdict(ctx, outcome, []*resourceapi.ResourceClaim{scoped}, nil, 0)
 		r.event(claim, corev1.EventTypeWarning, string(outcome), "Allocate", "%s engine: %s%s", engine, withVerdict(msg, why), retryHint(outcome))
 	}
 	return r.retryOf(ctx, key, outcome, err)

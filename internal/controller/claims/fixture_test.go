@@ -394,7 +394,7 @@ func hasEvent(evs []string, typ, reason string, parts ...string) bool {
 func stack(central ...string) *v1alpha1.DRAStack {
 	st := &v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName, UID: "stack-uid", Generation: 1}}
 	if len(central) > 0 {
-		st.Spec.Claims.Central = []v1alpha1.CentralDevices{{Driver: tdrv, Pools: central, Classes: []string{class}}}
+		st.Spec.Claims.Central = []v1alpha1.CentralDevices{{Driver: tdrv, Pools: central, Classes: []string{class}, AllowImmediate: true}}
 	}
 	return st
 }

@@ -251,7 +251,11 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 	)
 	claims := make([]*resourceapi.ResourceClaim, 0, len(pc.toPlace)+len(pc.scheduler))
 	for _, c := range pc.toPlace {
-		claims = append(claims, central.ForOperator(c))
+		scoped, denied := r.scoped(cfg, c)
+		if len(denied) > 0 {
+			return p.failed(ctx, pod, engine.Name(), claimpolicy.OutcomeUnsatisfiable, deniedError(c, denied), nil)
+		}
+		claims = append(claims, scoped)
 	}
 	for _, c := range pc.scheduler {
 		claims = append(claims, central.ForScheduler(c))

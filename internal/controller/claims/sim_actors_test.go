@@ -701,7 +701,8 @@ func (w *simWorld) placeable(op *simOperator, claims []*resourceapi.ResourceClai
 	}
 	var forOp []*resourceapi.ResourceClaim
 	for _, c := range claims {
-		forOp = append(forOp, central.ForOperator(c))
+		scoped, _ := op.r.scoped(op.r.cfg.get(), c)
+		forOp = append(forOp, scoped)
 	}
 	for i := range simNodes {
 		if _, err := sess.Allocate(context.Background(), forOp, allocator.Options{Node: simNode(i)}); err == nil {

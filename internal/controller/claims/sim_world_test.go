@@ -154,7 +154,7 @@ func (w *simWorld) setup() {
 	}
 	must(w.store.create(&v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName, Finalizers: []string{CleanupFinalizer}},
 		Spec: v1alpha1.DRAStackSpec{Claims: v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
-			Central: []v1alpha1.CentralDevices{{Driver: simDriver, Pools: []string{"n0", "n1"}, Classes: []string{simCentralClass}}}}}}))
+			Central: []v1alpha1.CentralDevices{{Driver: simDriver, Pools: []string{"n0", "n1"}, Classes: []string{simCentralClass}, AllowImmediate: true}}}}}))
 }
 
 // request sends one write of an operator instance through the fault
