@@ -2,6 +2,7 @@ package central
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -336,5 +337,33 @@ func TestHoldRules(t *testing.T) {
 	pool := []resourcev1.DeviceTaintRule{{Spec: resourcev1.DeviceTaintRuleSpec{DeviceSelector: poolSelector(PoolID{Driver: a.Driver, Pool: a.Pool})}}}
 	if !Covered(pool, a.Driver, a.Pool, "anything") || Covered(pool, a.Driver, "n2", "gpu-0") {
 		t.Error("a pool rule covers every device of its pool only")
+	}
+}
+
+func TestDiffClasses(t *testing.T) {
+	owned := Class("gpu-topology")
+	stale := Class("gone")
+	edited := Class("edited")
+	edited.Spec.Selectors[0].CEL.Expression = "true" // someone widened it
+	theirs := resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "theirs"}}
+	d := DiffClasses([]string{"gpu-topology", "edited", "theirs", "new"}, []resourcev1.DeviceClass{owned, stale, edited, theirs})
+	names := func(cs []resourcev1.DeviceClass) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	if got := names(d.Create); !slices.Equal(got, []string{"new"}) {
+		t.Errorf("create %v", got)
+	}
+	if got := names(d.Update); !slices.Equal(got, []string{"edited"}) || d.Update[0].Spec.Selectors[0].CEL.Expression != ClassSelector("edited") {
+		t.Errorf("update %v", got)
+	}
+	if got := names(d.Delete); !slices.Equal(got, []string{"gone"}) {
+		t.Errorf("delete %v", got)
+	}
+	if !slices.Equal(d.NotOwned, []string{"theirs"}) {
+		t.Errorf("not owned %v: a class the operator did not create must never be taken over", d.NotOwned)
 	}
 }

@@ -129,6 +129,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			Watches(&resourceapi.DeviceTaintRule{}, handler.EnqueueRequestsFromMapFunc(one),
 				builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 			Watches(&resourceapi.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			// Central classes are restored when changed or deleted.
+			Watches(&resourceapi.DeviceClass{}, handler.EnqueueRequestsFromMapFunc(one),
+				builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 			Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(one), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 			// A released allocation may end a hold (heldRules): the claim
 			// handler that feeds the ledger says so once the ledger knows.

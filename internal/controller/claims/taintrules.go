@@ -25,6 +25,9 @@ import (
 // central devices: it creates, updates and deletes only rules labelled as
 // the operator's (central.Owned).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=get;list;watch;create;patch;delete
+// It owns the central DeviceClasses of spec.claims.central[].classes the
+// same way (central.OwnedClass).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch;create;patch;delete
 // It holds the DRAStack with a finalizer while rules exist (patch).
 // +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=patch
 
@@ -49,6 +52,9 @@ const CleanupFinalizer = "drastack.io/claims-cleanup"
 // place (central.Partition.TaintRules).
 type taintReconciler struct {
 	r *Reconciler
+	// reportedNotOwned are the central classes last reported as not the
+	// operator's: reported once per change (one worker runs this loop).
+	reportedNotOwned string
 }
 
 // Reconcile converges the operator's rules. When the configuration goes
@@ -135,6 +141,9 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	desired = append(desired, held...)
+	if err := t.classes(ctx, stack, cfg, owner); err != nil {
+		return ctrl.Result{}, err
+	}
 	if !diff.Empty() {
 		r.ledger.Invalidate()
 		log.FromContext(ctx).Info("Central devices tainted", "created", len(diff.Create), "updated", len(diff.Update), "deleted", len(diff.Delete))
@@ -148,6 +157,63 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 		return ctrl.Result{}, t.setFinalizer(ctx, stack, false)
 	}
 	return ctrl.Result{}, nil
+}
+
+// EventCentralClasses is the reason of the Events about central classes.
+const EventCentralClasses = "CentralClasses"
+
+// classes keeps the operator-owned central DeviceClasses of
+// spec.claims.central[].classes (central.DiffClasses): created when
+// missing, restored when changed, deleted when no entry lists them. A
+// class of the same name the operator did not create is used as it is,
+// and reported: kube-scheduler may allocate its claims when their pods are
+// not gated, without their constraints.
+func (t *taintReconciler) classes(ctx context.Context, stack *v1alpha1.DRAStack, cfg claimpolicy.Config, owner []metav1.OwnerReference) error {
+	r := t.r
+	var existing resourceapi.DeviceClassList
+	if err := r.Client.List(ctx, &existing); err != nil {
+		return fmt.Errorf("list DeviceClasses: %w", err)
+	}
+	var wanted []string
+	if cfg.Active {
+		wanted = cfg.CentralClasses
+	}
+	d := central.DiffClasses(wanted, existing.Items)
+	for i := range d.Create {
+		c := &d.Create[i]
+		c.OwnerReferences = owner
+		if err := r.Client.Create(ctx, c, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create central DeviceClass %s: %w", c.Name, err)
+		}
+	}
+	for i := range d.Update {
+		c := &d.Update[i]
+		var cur resourceapi.DeviceClass
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(c), &cur); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		upd := cur.DeepCopy()
+		upd.Spec = c.Spec
+		if err := r.Client.Patch(ctx, upd, optimistic(&cur), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("restore central DeviceClass %s: %w", c.Name, err)
+		}
+	}
+	for i := range d.Delete {
+		c := &d.Delete[i]
+		if err := r.Client.Delete(ctx, c, client.Preconditions{UID: &c.UID, ResourceVersion: &c.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete central DeviceClass %s: %w", c.Name, err)
+		}
+	}
+	notOwned := strings.Join(d.NotOwned, ", ")
+	if stack != nil && notOwned != "" && notOwned != t.reportedNotOwned {
+		msg := fmt.Sprintf("DeviceClasses %s exist and were not created by the operator: they are used as they are, so kube-scheduler may allocate their claims, without their constraints, whenever their pods are not gated; delete them and the operator creates classes only it can serve", strings.Join(d.NotOwned, ", "))
+		r.event(stack, corev1.EventTypeWarning, EventCentralClasses, "Classes", "%s", msg)
+	}
+	t.reportedNotOwned = notOwned
+	if n := len(d.Create) + len(d.Update) + len(d.Delete); n > 0 && stack != nil {
+		r.event(stack, corev1.EventTypeNormal, EventCentralClasses, "Classes", "central DeviceClasses: %d created, %d restored, %d deleted", len(d.Create), len(d.Update), len(d.Delete))
+	}
+	return nil
 }
 
 // apply writes diff: creations with owner, updates and deletions with
