@@ -109,8 +109,13 @@ func (o Outcome) EventType() string {
 // DeviceClass change may fix a request that named a missing class.
 func RetriggeredBy(o Outcome, classChanged bool) bool {
 	switch o {
-	case OutcomeUnsatisfiable, OutcomeSearchBound:
+	case OutcomeUnsatisfiable:
 		return true
+	case OutcomeSearchBound:
+		// A search that ran out of steps or time is retried with its
+		// backoff only: retrying it on every change of the cluster let a
+		// few such claims keep every worker busy.
+		return false
 	case OutcomeInvalid:
 		return classChanged
 	}

@@ -28,6 +28,12 @@ const (
 	// WhyCentralClass: a request of the claim uses a class of
 	// spec.claims.central: only the operator can allocate its devices.
 	WhyCentralClass Why = "CentralClass"
+	// WhyToleratesCentral: a request tolerates the central taint, which
+	// would let kube-scheduler give it central devices. The operator's
+	// admission policies refuse such claims; one that exists anyway (made
+	// before the policies) is the operator's, so that its pod is gated and
+	// kube-scheduler never allocates it.
+	WhyToleratesCentral Why = "ToleratesCentral"
 )
 
 // Immediate reports whether claims selected for this reason are allocated
@@ -53,7 +59,41 @@ func Select(cfg Config, labels, annotations map[string]string, spec *resourceapi
 	if spec != nil && usesClass(spec, cfg.centralClass) {
 		return WhyCentralClass
 	}
+	if spec != nil && ToleratesCentral(spec) {
+		return WhyToleratesCentral
+	}
 	return WhyNone
+}
+
+// centralTaintKey is the key of the central taint (central.TaintKey).
+const centralTaintKey = "resource.drastack.io/central"
+
+// ToleratesCentral reports whether a request or subrequest of spec
+// tolerates the central taint (NoSchedule, key resource.drastack.io/central):
+// a toleration of that key, or of every key.
+func ToleratesCentral(spec *resourceapi.ResourceClaimSpec) bool {
+	tolerates := func(ts []resourceapi.DeviceToleration) bool {
+		for _, t := range ts {
+			keyOK := t.Key == centralTaintKey || (t.Key == "" && t.Operator == resourceapi.DeviceTolerationOpExists)
+			valueOK := t.Operator == resourceapi.DeviceTolerationOpExists || t.Value == ""
+			effectOK := t.Effect == "" || t.Effect == resourceapi.DeviceTaintEffectNoSchedule
+			if keyOK && valueOK && effectOK {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range spec.Devices.Requests {
+		if r.Exactly != nil && tolerates(r.Exactly.Tolerations) {
+			return true
+		}
+		for _, sub := range r.FirstAvailable {
+			if tolerates(sub.Tolerations) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // IsImmediate reports whether the operator allocates the claim as soon as
@@ -116,7 +156,7 @@ func InScope(scope []string, c *resourceapi.ResourceClaim) bool {
 	if _, ok := c.Annotations[allocator.CELConstraintsAnnotation]; ok {
 		return true
 	}
-	if c.Labels[AllocationLabel] == AllocationImmediate {
+	if c.Labels[AllocationLabel] == AllocationImmediate || ToleratesCentral(&c.Spec) {
 		return true
 	}
 	return usesClass(&c.Spec, func(class string) bool { return slices.Contains(scope, class) })

@@ -103,3 +103,35 @@ func TestSelectTemplate(t *testing.T) {
 		})
 	}
 }
+
+// A claim that tolerates the central taint is the operator's: otherwise
+// kube-scheduler could give it central devices.
+func TestToleratesCentral(t *testing.T) {
+	cfg := Config{Active: true}
+	tol := func(ts ...resourceapi.DeviceToleration) *resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", Tolerations: ts}}}}}}
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		c    *resourceapi.ResourceClaim
+		want Why
+	}{
+		{"no toleration", tol(), WhyNone},
+		{"operator Exists, no key: tolerates everything", tol(resourceapi.DeviceToleration{Operator: resourceapi.DeviceTolerationOpExists}), WhyToleratesCentral},
+		{"the central key", tol(resourceapi.DeviceToleration{Key: centralTaintKey, Operator: resourceapi.DeviceTolerationOpExists}), WhyToleratesCentral},
+		{"the central key, Equal empty value", tol(resourceapi.DeviceToleration{Key: centralTaintKey, Operator: resourceapi.DeviceTolerationOpEqual}), WhyToleratesCentral},
+		{"the central key, NoExecute only", tol(resourceapi.DeviceToleration{Key: centralTaintKey, Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoExecute}), WhyNone},
+		{"another key", tol(resourceapi.DeviceToleration{Key: "example.com/maintenance", Operator: resourceapi.DeviceTolerationOpExists}), WhyNone},
+		{"in a subrequest", &resourceapi.ResourceClaim{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "r", FirstAvailable: []resourceapi.DeviceSubRequest{{Name: "a", DeviceClassName: "gpu"}, {Name: "b", DeviceClassName: "gpu",
+				Tolerations: []resourceapi.DeviceToleration{{Operator: resourceapi.DeviceTolerationOpExists}}}}}}}}}, WhyToleratesCentral},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SelectClaim(cfg, tc.c); got != tc.want {
+				t.Errorf("Select = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,9 +48,6 @@ type Entry struct {
 	Since time.Time
 }
 
-// maxNamed bounds the claims a condition message names.
-const maxNamed = 3
-
 // Summarize counts the operator's claims for DRAStack status.claims and
 // decides ClaimsReady. Each claim is counted once: allocated, or
 // unsatisfiable (also when the search bound was hit), or invalid (also
@@ -88,27 +84,17 @@ func Summarize(entries []Entry, now time.Time, generation int64) (v1alpha1.Claim
 	switch {
 	case len(notSupported) > 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonEngineNotSupported
-		cond.Message = fmt.Sprintf("%d claims use features the configured engine does not support (%s): set spec.claims.engine to native",
-			len(notSupported), names(notSupported))
+		// Counts only: the DRAStack is cluster-wide, the claims are the
+		// tenants'. Their own Events name them, in their namespaces.
+		cond.Message = fmt.Sprintf("%d claims use features the configured engine does not support (each has a %s Event): set spec.claims.engine to native",
+			len(notSupported), OutcomeNotSupported)
 	case len(backlog) > 0:
 		slices.SortFunc(backlog, func(a, b Entry) int { return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.Key, b.Key)) })
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonBacklog
 		// The start time, not the age, so that the message (and the
 		// status write) does not change every second.
-		cond.Message = fmt.Sprintf("%d claims have waited more than %s for allocation (oldest %s, since %s)",
-			len(backlog), BacklogAfter, backlog[0].Key, backlog[0].Since.UTC().Format(time.RFC3339))
+		cond.Message = fmt.Sprintf("%d claims have waited more than %s for allocation (the oldest since %s)",
+			len(backlog), BacklogAfter, backlog[0].Since.UTC().Format(time.RFC3339))
 	}
 	return counts, cond
-}
-
-func names(entries []Entry) string {
-	keys := make([]string, 0, len(entries))
-	for _, e := range entries {
-		keys = append(keys, e.Key)
-	}
-	slices.Sort(keys)
-	if len(keys) > maxNamed {
-		return strings.Join(keys[:maxNamed], ", ") + ", ..."
-	}
-	return strings.Join(keys, ", ")
 }

@@ -1,6 +1,7 @@
 package claimpolicy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,10 +33,10 @@ func TestSummarize(t *testing.T) {
 		}, v1alpha1.ClaimCounts{Unsatisfiable: 2, Invalid: 1}, metav1.ConditionTrue, ReasonKeepingUp, "2 unsatisfiable, 1 invalid"},
 		{"a claim pending for long without a verdict: backlog", []Entry{
 			{Key: "ns/a", Since: old, Outcome: OutcomeError}, {Key: "ns/b", Since: fresh},
-		}, v1alpha1.ClaimCounts{Pending: 2}, metav1.ConditionFalse, ReasonBacklog, "oldest ns/a, since 1970-01-01T02:41:40Z"},
+		}, v1alpha1.ClaimCounts{Pending: 2}, metav1.ConditionFalse, ReasonBacklog, "the oldest since 1970-01-01T02:41:40Z"},
 		{"engine does not support a claim: configuration problem", []Entry{
 			{Key: "ns/a", Outcome: OutcomeNotSupported}, {Key: "ns/b", Since: old},
-		}, v1alpha1.ClaimCounts{Pending: 1, Invalid: 1}, metav1.ConditionFalse, ReasonEngineNotSupported, "(ns/a): set spec.claims.engine to native"},
+		}, v1alpha1.ClaimCounts{Pending: 1, Invalid: 1}, metav1.ConditionFalse, ReasonEngineNotSupported, "(each has a NotSupported Event): set spec.claims.engine to native"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			counts, cond := Summarize(tc.entries, now, 7)
@@ -52,13 +53,19 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-func TestSummarizeNamesAtMostThree(t *testing.T) {
+// The DRAStack is cluster-wide and the claims are the tenants': its
+// conditions count claims and never name them.
+func TestSummarizeNamesNoClaim(t *testing.T) {
+	now := time.Unix(10_000, 0)
 	var entries []Entry
-	for _, k := range []string{"ns/e", "ns/d", "ns/c", "ns/b", "ns/a"} {
-		entries = append(entries, Entry{Key: k, Outcome: OutcomeNotSupported})
+	for i := range 5 {
+		entries = append(entries, Entry{Key: fmt.Sprintf("tenant-%d/secret-%d", i, i), Outcome: OutcomeNotSupported},
+			Entry{Key: fmt.Sprintf("tenant-%d/waiting-%d", i, i), Since: now.Add(-time.Hour)})
 	}
-	_, cond := Summarize(entries, time.Now(), 1)
-	if !strings.Contains(cond.Message, "ns/a, ns/b, ns/c, ...") || strings.Contains(cond.Message, "ns/d") {
-		t.Errorf("message %q should name the first three claims", cond.Message)
+	for _, es := range [][]Entry{entries, entries[5:]} {
+		_, cond := Summarize(es, now, 1)
+		if strings.Contains(cond.Message, "tenant-") || strings.Contains(cond.Message, "secret-") {
+			t.Errorf("condition %s names a claim: %q", cond.Reason, cond.Message)
+		}
 	}
 }

@@ -1,12 +1,17 @@
 package claims
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/drastack/drastack/internal/claimpolicy"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 func TestNodeMemory(t *testing.T) {
@@ -47,5 +52,26 @@ func TestLastTried(t *testing.T) {
 	}
 	if got := names(lastTried(in, nil)); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
 		t.Errorf("lastTried without avoid = %v", got)
+	}
+}
+
+// A change of the cluster brings forward the oldest waiters only: the
+// others keep their backoff.
+func TestRetriggerIsBounded(t *testing.T) {
+	b := newBook()
+	for i := range retriggerBurst + 5 {
+		key := types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("c%02d", i)}
+		b.markWaiting(key, testStart.Add(time.Duration(i)*time.Second), testStart)
+		b.record(key, failure{outcome: claimpolicy.OutcomeUnsatisfiable, message: "no device"})
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	retrigger(b, q, changeDevices)
+	if q.Len() != retriggerBurst {
+		t.Fatalf("%d brought forward, want %d", q.Len(), retriggerBurst)
+	}
+	first, _ := q.Get()
+	if first.Name != "c00" {
+		t.Errorf("first brought forward %s, want the oldest waiter c00", first.Name)
 	}
 }

@@ -217,9 +217,18 @@ func request(c client.Object) reconcile.Request {
 	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}}
 }
 
+// retriggerBurst is how many waiting claims or pods one change of the
+// cluster brings forward, oldest first; the others keep their backoff. A
+// change that frees a device helps the oldest waiters; bringing every
+// waiter forward on every change reset all backoffs at once.
+const retriggerBurst = 16
+
 // retrigger queues what a book says a change of the cluster may help.
 func retrigger(b *book, q queue, kind changeKind) {
-	for _, key := range b.retriable(kind == changeClasses) {
+	for i, key := range b.retriable(kind == changeClasses) {
+		if i == retriggerBurst {
+			return
+		}
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
 }
