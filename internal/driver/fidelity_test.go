@@ -122,10 +122,10 @@ type vendorCRD struct {
 }
 
 type vendorCRDVersion struct {
-	Name            string
-	Served, Storage bool
+	Name              string
+	Served, Storage   bool
 	StatusSubresource bool
-	Schema          map[string]string
+	Schema            map[string]string
 }
 
 // facts is a flattened deployment: key "<Kind> <name>: <field>".

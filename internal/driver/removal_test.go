@@ -59,7 +59,11 @@ func TestNextRemovalStep(t *testing.T) {
 		{"under Drain, a claim still allocated keeps the last taint in place", RemovalState{TaintRulesServed: true, Tainted: true, BlockingClaims: []string{"ns/c"}},
 			RemovalStep{Phase: PhaseDraining}},
 		{"Drain waits while custom resources of the driver's definitions exist, its controller still running to finalize them",
-			with(func(s *RemovalState) { s.Tainted = true; s.CRDs = 2; s.CustomResources = []string{"ComputeDomain team-a/cd"} }),
+			with(func(s *RemovalState) {
+				s.Tainted = true
+				s.CRDs = 2
+				s.CustomResources = []string{"ComputeDomain team-a/cd"}
+			}),
 			RemovalStep{Phase: PhaseDraining}},
 		{"Force does not wait for custom resources", with(func(s *RemovalState) {
 			s.Policy = v1alpha1.RemovalPolicyForce
