@@ -109,6 +109,23 @@ func NodeResources(spec *v1alpha1.DriverSpec) []string {
 	return nil
 }
 
+// WatchedNodeResources are the extended resources any profile may ask
+// about (NodeResources): a change of a node's capacity for one of them can
+// change a render.
+func WatchedNodeResources() []string {
+	var out []string
+	for _, name := range ProfileNames() {
+		if r, ok := profiles[name].(nodeRefuser); ok {
+			for _, res := range r.nodeResources(&v1alpha1.DriverSpec{Profile: name}) {
+				if !slices.Contains(out, res) {
+					out = append(out, res)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // requireName is the Validate of a profile whose plugin publishes under a
 // fixed driver name: any other name would install a driver whose slices
 // the status and the removal could never find, and DeviceClasses that
