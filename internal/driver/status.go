@@ -218,7 +218,8 @@ func Assess(name string, o Observed, s Settings) Assessment {
 	}
 
 	if len(o.PendingCRDs) > 0 {
-		add(ReasonInstalling, fmt.Sprintf("CustomResourceDefinition %s not established yet; the workloads that watch it wait", strings.Join(o.PendingCRDs, ", ")), false)
+		add(ReasonInstalling, fmt.Sprintf("%s %s not established yet; the workloads wait for %s", plural(len(o.PendingCRDs), "CustomResourceDefinition", "CustomResourceDefinitions"),
+			strings.Join(o.PendingCRDs, ", "), plural(len(o.PendingCRDs), "it", "them")), false)
 	}
 	if rf := r.Refusal; rf != nil && len(rf.Nodes) > 0 {
 		add(ReasonDevicePluginConflict, fmt.Sprintf("the kubelet plugin is kept off %s %s: %s; %s",
