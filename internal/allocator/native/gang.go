@@ -1,0 +1,828 @@
+package native
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/drastack/drastack/internal/allocator"
+)
+
+// AllocateGang places the claims of all members of a gang in one search.
+//
+// Members are placed in order. Each member's claims are searched on each of
+// its candidate nodes exactly as Allocate with that node would search them,
+// with the devices other members chose so far tentatively taken; when a
+// member's search completes a choice, it goes on with the next member
+// instead of returning (search.complete), so a later member that cannot be
+// placed makes the earlier ones try their next devices, then their next
+// nodes: a gang is refused only when no combination works.
+//
+// Gang constraints are decided up front, like matchAttribute in one claim:
+// for a NodeLabel constraint the search runs once per label value (domain),
+// with every member restricted to the domain's nodes; for a MatchAttribute
+// constraint once per attribute value, the value fixed for every request it
+// binds. Domains and values that cannot hold the gang's devices (counted
+// without search) are skipped.
+//
+// Two cuts keep the search small without losing a placement:
+//
+//   - identical members (same claim specs and candidate nodes, the usual
+//     case: pods of one template) take nodes in non-decreasing order of their
+//     candidate lists, since swapping two of them changes nothing;
+//   - after a member's choice on a node has failed for the rest of the gang,
+//     another choice on that node that takes devices of the same kinds (same
+//     node, same candidate sets, same values of every attribute a
+//     constraint reads; devices with counters, taints or capacities count as
+//     unique) fails too, and is skipped.
+//
+// Under PlacementPack, domains and values with the least room that is still
+// enough are tried first, and each member's nodes and devices in Pack order
+// (pack.go) computed with the earlier members' choices taken.
+func (s *Session) AllocateGang(ctx context.Context, gang allocator.Gang, opts allocator.Options) ([]allocator.MemberResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("allocate gang %s: %w", gang.Name, err)
+	}
+	if opts.Node != "" {
+		return nil, fmt.Errorf("allocate gang %s: Options.Node must be empty: members' nodes come from GangMember.Nodes", gang.Name)
+	}
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	g := &gangSearch{s: s, ctx: ctx, name: gang.Name, limit: opts.MaxSteps, pack: opts.Policy == allocator.PlacementPack}
+	if g.limit <= 0 {
+		g.limit = s.e.maxSteps
+	}
+	for i, c := range gang.Constraints {
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("gang %s: constraints[%d]: %w", gang.Name, i, err)
+		}
+		if c.NodeLabel != "" {
+			g.labels = append(g.labels, c.NodeLabel)
+		} else {
+			g.attrs = append(g.attrs, gangAttr{attr: c.MatchAttribute, requests: c.Requests})
+		}
+	}
+	out := make([]allocator.MemberResult, len(gang.Members))
+	for i, m := range gang.Members {
+		out[i].Member = m.Name
+		if len(m.Claims) == 0 {
+			continue
+		}
+		gm, err := g.addMember(i, m)
+		if err != nil {
+			return nil, err
+		}
+		g.members = append(g.members, gm)
+	}
+	if len(g.members) == 0 {
+		return out, nil
+	}
+	g.findTwins(gang)
+	// Prune every candidate list the members read while nothing is
+	// tentatively taken (search.load does not prune in a gang).
+	for _, gm := range g.members {
+		for i := range gm.p.slots {
+			for b := range gm.p.slots[i].subs {
+				for _, ni := range gm.nodes {
+					nc, err := s.nodeCands(ctx, gm.p.slots[i].subs[b].cs, ni)
+					if err != nil {
+						return nil, gm.p.candidateError(i, b, err)
+					}
+					s.prune(nc)
+				}
+			}
+		}
+	}
+	ok, err := g.run()
+	defer g.undo()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, g.failure()
+	}
+	for _, gm := range g.members {
+		out[gm.index].Node = ""
+		if gm.node >= 0 {
+			out[gm.index].Node = s.nodes[gm.node].Name
+		}
+		out[gm.index].Results = s.results(gm.p, gm.x, gm.node)
+	}
+	return out, nil
+}
+
+var _ allocator.GangSession = &Session{}
+
+// gangSearch is one AllocateGang call.
+type gangSearch struct {
+	s     *Session
+	ctx   context.Context
+	name  string
+	limit int64
+	// steps counts the devices tried by all members' searches.
+	steps int64
+	pack  bool
+
+	// members are the members with claims, in the gang's order.
+	members []*gangMember
+	// attrs are the MatchAttribute constraints, labels the NodeLabel keys.
+	attrs  []gangAttr
+	labels []string
+	// domain holds the current value of each label (during a search),
+	// values the current value (a typed key, see attrValues) of each attr.
+	domain []string
+	values []string
+
+	// classes and classIDs intern the kinds of devices for the memo (see
+	// kind); content: some plan reads more of a device than its candidate
+	// sets and constraint attributes (CEL constraints, derived attributes).
+	classes  map[int32]int32
+	classIDs map[string]int32
+	content  bool
+	keyBuf   []byte
+
+	// tried and skipped count the domain and value combinations, for the
+	// message of a gang that cannot be placed.
+	tried, skipped int
+	skipWhy        string
+}
+
+type gangAttr struct {
+	attr     string
+	requests []string
+}
+
+// gangMember is one member with claims.
+type gangMember struct {
+	name string
+	// index is the member's index in Gang.Members.
+	index int
+	p     *plan
+	x     *search
+	// nodes are the candidate node indexes in the member's order; -1
+	// stands for "no node" when the session has none.
+	nodes []int
+	// twin is the previous member identical to this one, -1 for none.
+	twin int
+	// node and pos are the node chosen during the search and its position
+	// in nodes.
+	node, pos int
+	// match holds, per gang attr constraint, the index of its matchAttribute
+	// constraint in p.match, -1 when none of the member's requests is bound.
+	match []int
+	// memo holds the kinds of choices on the current node that failed for
+	// the rest of the gang.
+	memo map[string]bool
+	// reason is why the member was first found not to fit, for messages.
+	reason string
+	// attempted: the search got to the member; placedAlone: it fit on
+	// some node in some attempt.
+	attempted, placedAlone bool
+}
+
+func (g *gangSearch) addMember(i int, m allocator.GangMember) (*gangMember, error) {
+	s := g.s
+	p, err := s.buildPlan(m.Claims)
+	if err != nil {
+		return nil, fmt.Errorf("gang %s, member %s: %w", g.name, m.Name, err)
+	}
+	gm := &gangMember{name: m.Name, index: i, p: p, twin: -1, node: -1, memo: map[string]bool{}}
+	for _, a := range g.attrs {
+		idx := -1
+		for si := range p.slots {
+			sl := &p.slots[si]
+			reqName := p.claims[sl.claim].Spec.Devices.Requests[sl.req].Name
+			for b := range sl.subs {
+				sb := &sl.subs[b]
+				if len(a.requests) > 0 && !slices.Contains(a.requests, reqName) && !slices.Contains(a.requests, sb.name) {
+					continue
+				}
+				if idx < 0 {
+					idx = len(p.match)
+					p.match = append(p.match, a.attr)
+				}
+				sb.match = append(sb.match, idx)
+			}
+		}
+		if idx >= 0 {
+			p.strict = p.needsStrict()
+		}
+		gm.match = append(gm.match, idx)
+	}
+	switch {
+	case m.Nodes != nil:
+		for _, name := range m.Nodes {
+			ni, ok := s.nodeIdx[name]
+			if !ok {
+				ni = s.addNode(&corev1.Node{ObjectMeta: metaName(name)})
+			}
+			if !slices.Contains(gm.nodes, ni) {
+				gm.nodes = append(gm.nodes, ni)
+			}
+		}
+	case s.candidates == 0:
+		gm.nodes = []int{-1}
+	default:
+		for ni := 0; ni < s.candidates; ni++ {
+			gm.nodes = append(gm.nodes, ni)
+		}
+	}
+	gm.x = s.newSearch(g.ctx, p, g.limit)
+	gm.x.gang = g
+	gm.x.pack = g.pack
+	for i := range p.slots {
+		for _, sb := range p.slots[i].subs {
+			g.content = g.content || sb.derived != nil
+		}
+	}
+	g.content = g.content || len(p.cels) > 0
+	return gm, nil
+}
+
+// findTwins links each member to the previous identical one.
+func (g *gangSearch) findTwins(gang allocator.Gang) {
+	for m := range g.members {
+		for j := m - 1; j >= 0; j-- {
+			if g.identical(gang, g.members[j], g.members[m]) {
+				g.members[m].twin = j
+				break
+			}
+		}
+	}
+}
+
+func (g *gangSearch) identical(gang allocator.Gang, a, b *gangMember) bool {
+	ca, cb := gang.Members[a.index].Claims, gang.Members[b.index].Claims
+	if len(ca) != len(cb) || !slices.Equal(a.nodes, b.nodes) {
+		return false
+	}
+	for i := range ca {
+		if !reflect.DeepEqual(ca[i].Spec, cb[i].Spec) || ca[i].Annotations[allocator.CELConstraintsAnnotation] != cb[i].Annotations[allocator.CELConstraintsAnnotation] {
+			return false
+		}
+	}
+	return true
+}
+
+// run tries every domain and value combination in turn.
+func (g *gangSearch) run() (bool, error) {
+	domains := g.domains()
+	if len(g.labels) > 0 && len(domains) == 0 {
+		g.skipWhy = fmt.Sprintf("no node of every member has the labels %s", strings.Join(g.labels, ", "))
+		return false, nil
+	}
+	if len(g.labels) == 0 {
+		domains = [][]string{nil}
+	}
+	for _, d := range domains {
+		g.domain = d
+		if why := g.short(); why != "" {
+			g.skipped++
+			if g.skipWhy == "" {
+				g.skipWhy = why
+			}
+			continue
+		}
+		ok, err := g.withValues(0)
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// withValues fixes the value of attr constraint k and those after it.
+func (g *gangSearch) withValues(k int) (bool, error) {
+	if k == len(g.attrs) {
+		g.tried++
+		return g.place(0)
+	}
+	if g.values == nil {
+		g.values = make([]string, len(g.attrs))
+	}
+	for _, v := range g.valuesOf(k) {
+		g.values[k] = v
+		ok, err := g.withValues(k + 1)
+		if ok || err != nil {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// place places member m and, through its search, every later member.
+func (g *gangSearch) place(m int) (bool, error) {
+	if m == len(g.members) {
+		return true, nil
+	}
+	if err := g.ctx.Err(); err != nil {
+		return false, fmt.Errorf("allocate gang %s: %w", g.name, context.Cause(g.ctx))
+	}
+	gm := g.members[m]
+	gm.attempted = true
+	for _, pos := range g.order(m) {
+		gm.node, gm.pos = gm.nodes[pos], pos
+		clear(gm.memo)
+		ok, err := gm.x.run(gm.node)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			return true, nil
+		}
+		if gm.reason == "" && gm.x.reason != "" && !gm.placedAlone {
+			gm.reason = fmt.Sprintf("%s: %s", g.nodeName(gm.node), gm.x.reason)
+		}
+	}
+	gm.node = -1
+	return false, nil
+}
+
+// complete is called by a search when its plan has a complete choice: a
+// gang member's search goes on with the next member; any other search is
+// done.
+func (x *search) complete() (bool, error) {
+	if x.gang == nil {
+		return true, nil
+	}
+	return x.gang.next(x)
+}
+
+// next continues a gang search after member x has a complete choice.
+func (g *gangSearch) next(x *search) (bool, error) {
+	m := 0
+	for m < len(g.members) && g.members[m].x != x {
+		m++
+	}
+	gm := g.members[m]
+	gm.placedAlone = true
+	if x.p.strict && !g.strictValuesHold(gm) {
+		return false, nil
+	}
+	key := g.choiceKey(gm)
+	if gm.memo[key] {
+		return false, nil
+	}
+	ok, err := g.place(m + 1)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		gm.memo[key] = true
+	}
+	return ok, nil
+}
+
+// preset fixes the gang's attribute values in member search x, called
+// whenever x is reset (the strict search checks them at the end instead,
+// strictValuesHold).
+func (g *gangSearch) preset(x *search) {
+	if len(g.values) == 0 {
+		return
+	}
+	for _, gm := range g.members {
+		if gm.x != x {
+			continue
+		}
+		for k, idx := range gm.match {
+			if idx >= 0 {
+				x.matchSet[idx], x.matchVal[idx] = true, g.values[k]
+			}
+		}
+	}
+}
+
+// strictValuesHold checks the gang's attribute values on a complete choice
+// of a member whose plan is searched the strict way (strict.go), which
+// narrows matchAttribute values as it goes instead of fixing them.
+func (g *gangSearch) strictValuesHold(gm *gangMember) bool {
+	x := gm.x
+	for k, idx := range gm.match {
+		if idx < 0 {
+			continue
+		}
+		for _, ch := range x.chosen {
+			sb := &x.p.slots[ch.slot].subs[ch.sub]
+			if containsInt(sb.match, idx) && !containsStr(x.values(sb, g.attrs[k].attr, ch.dev), g.values[k]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// order returns the positions in member m's node list to try, in the
+// current domain, from its twin's position on, in the policy's order.
+func (g *gangSearch) order(m int) []int {
+	gm := g.members[m]
+	first := 0
+	if gm.twin >= 0 {
+		first = g.members[gm.twin].pos
+	}
+	var out []int
+	for pos := first; pos < len(gm.nodes); pos++ {
+		if g.inDomain(gm.nodes[pos]) {
+			out = append(out, pos)
+		}
+	}
+	if !g.pack || len(out) < 2 || len(gm.p.slots) == 0 {
+		return out
+	}
+	// Pack: the node whose candidates break the smallest partition, then
+	// the one with the fewest free candidates, as packNodes orders them,
+	// but counting the other members' tentative choices.
+	s := g.s
+	sb := &gm.p.slots[0].subs[0]
+	keys := make([]uint64, 0, len(out))
+	for _, pos := range out {
+		ni := gm.nodes[pos]
+		live, best := 0, int32(-1)
+		if nc, err := s.nodeCands(g.ctx, sb.cs, ni); err == nil {
+			for _, d := range nc.live {
+				if s.inUse[d] || (s.tent[d] > 0 && !s.devs[d].multi) || !s.countersFree(d, s.tent[d]) {
+					continue
+				}
+				live++
+				c := int32(0)
+				if s.devs[d].usesCounters {
+					c = s.partitionCost(d, s.tent)
+				}
+				if best < 0 || c < best {
+					best = c
+				}
+			}
+		}
+		if best < 0 {
+			best = 1<<21 - 1
+		}
+		keys = append(keys, uint64(best)<<42|uint64(min(live, 1<<21-1))<<21|uint64(pos))
+	}
+	slices.Sort(keys)
+	for k := range keys {
+		out[k] = int(keys[k] & (1<<21 - 1))
+	}
+	return out
+}
+
+func (g *gangSearch) nodeName(ni int) string {
+	if ni < 0 {
+		return "without a node"
+	}
+	return "node " + g.s.nodes[ni].Name
+}
+
+// inDomain reports whether node ni has the current domain's label values.
+func (g *gangSearch) inDomain(ni int) bool {
+	if len(g.labels) == 0 {
+		return true
+	}
+	if ni < 0 {
+		return false
+	}
+	labels := g.s.nodes[ni].Labels
+	for k, key := range g.labels {
+		v, ok := labels[key]
+		if !ok || v != g.domain[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// domains lists the label value combinations of the members' nodes in
+// order of first appearance (members in order, their nodes in order), only
+// those where every member has a node, best fit first under Pack.
+func (g *gangSearch) domains() [][]string {
+	if len(g.labels) == 0 {
+		return nil
+	}
+	type dom struct {
+		values []string
+		key    string
+		// members counts the members with a node in it; room the live
+		// candidates of the first member's first request there.
+		members, room int
+		seen          int
+	}
+	var doms []*dom
+	index := map[string]*dom{}
+	s := g.s
+	for m, gm := range g.members {
+		for _, ni := range gm.nodes {
+			if ni < 0 {
+				continue
+			}
+			vals := make([]string, len(g.labels))
+			ok := true
+			for k, key := range g.labels {
+				v, has := s.nodes[ni].Labels[key]
+				if !has {
+					ok = false
+					break
+				}
+				vals[k] = v
+			}
+			if !ok {
+				continue
+			}
+			key := strings.Join(vals, "\x00")
+			d := index[key]
+			if d == nil {
+				d = &dom{values: vals, key: key, seen: -1}
+				index[key] = d
+				doms = append(doms, d)
+			}
+			if d.seen != m {
+				d.seen = m
+				d.members++
+			}
+			if m == 0 && len(gm.p.slots) > 0 {
+				if nc, err := s.nodeCands(g.ctx, gm.p.slots[0].subs[0].cs, ni); err == nil {
+					d.room += len(nc.live)
+				}
+			}
+		}
+	}
+	var out [][]string
+	kept := doms[:0]
+	for _, d := range doms {
+		if d.members == len(g.members) {
+			kept = append(kept, d)
+		}
+	}
+	if g.pack {
+		slices.SortStableFunc(kept, func(a, b *dom) int { return a.room - b.room })
+	}
+	for _, d := range kept {
+		out = append(out, d.values)
+	}
+	return out
+}
+
+// short says why the current domain cannot hold the gang, counting without
+// search: a member without a node in it, or a request kind (candidate set)
+// that all members together need more devices of than its nodes have free.
+// Empty when the count allows the gang.
+func (g *gangSearch) short() string {
+	s := g.s
+	type need struct {
+		demand int
+		nodes  map[int]bool
+		multi  bool
+		name   string
+	}
+	needs := map[*candSet]*need{}
+	var order []*candSet
+	for _, gm := range g.members {
+		has := false
+		for _, ni := range gm.nodes {
+			if g.inDomain(ni) {
+				has = true
+				break
+			}
+		}
+		if !has {
+			return fmt.Sprintf("member %s has no candidate node in %s", gm.name, g.domainName())
+		}
+		for i := range gm.p.slots {
+			sl := &gm.p.slots[i]
+			if len(sl.subs) != 1 || sl.subs[0].all || sl.subs[0].admin {
+				continue
+			}
+			sb := &sl.subs[0]
+			n := needs[sb.cs]
+			if n == nil {
+				n = &need{nodes: map[int]bool{}, name: sb.name}
+				needs[sb.cs] = n
+				order = append(order, sb.cs)
+			}
+			n.demand += sb.count
+			for _, ni := range gm.nodes {
+				if g.inDomain(ni) {
+					n.nodes[ni] = true
+				}
+			}
+		}
+	}
+	for _, cs := range order {
+		n := needs[cs]
+		supply := 0
+		seen := map[int32]bool{}
+		for ni := range n.nodes {
+			nc, err := s.nodeCands(g.ctx, cs, ni)
+			if err != nil {
+				return ""
+			}
+			for _, d := range nc.live {
+				if s.devs[d].multi {
+					// A shared device serves many requests: no count.
+					return ""
+				}
+				if !seen[d] {
+					seen[d] = true
+					supply++
+				}
+			}
+		}
+		if supply < n.demand {
+			return fmt.Sprintf("%s: the members need %d devices like request %s, %d are free", g.domainName(), n.demand, n.name, supply)
+		}
+	}
+	return ""
+}
+
+func (g *gangSearch) domainName() string {
+	if len(g.labels) == 0 {
+		return "the cluster"
+	}
+	parts := make([]string, len(g.labels))
+	for k, key := range g.labels {
+		parts[k] = key + "=" + g.domain[k]
+	}
+	return "domain " + strings.Join(parts, ",")
+}
+
+// valuesOf lists the values of attr constraint k among the live
+// candidates of the bound requests on the members' nodes in the current
+// domain, in order of first appearance (best fit first under Pack: the
+// value with the fewest such devices).
+func (g *gangSearch) valuesOf(k int) []string {
+	s := g.s
+	a := g.attrs[k]
+	count := map[string]int{}
+	var order []string
+	for _, gm := range g.members {
+		idx := gm.match[k]
+		if idx < 0 {
+			continue
+		}
+		x := gm.x
+		for i := range gm.p.slots {
+			for b := range gm.p.slots[i].subs {
+				sb := &gm.p.slots[i].subs[b]
+				if !containsInt(sb.match, idx) {
+					continue
+				}
+				for _, ni := range gm.nodes {
+					if !g.inDomain(ni) {
+						continue
+					}
+					nc, err := s.nodeCands(g.ctx, sb.cs, ni)
+					if err != nil {
+						continue
+					}
+					for _, d := range nc.live {
+						for _, v := range x.values(sb, a.attr, d) {
+							if _, ok := count[v]; !ok {
+								order = append(order, v)
+							}
+							count[v]++
+						}
+					}
+				}
+			}
+		}
+	}
+	if g.pack {
+		slices.SortStableFunc(order, func(a, b string) int { return count[a] - count[b] })
+	}
+	return order
+}
+
+// choiceKey describes member gm's current choice by the kinds of devices it
+// takes (kind), per request, for the memo.
+func (g *gangSearch) choiceKey(gm *gangMember) string {
+	x := gm.x
+	type pick struct{ slot, sub, kind int32 }
+	picks := make([]pick, 0, len(x.chosen))
+	for _, ch := range x.chosen {
+		picks = append(picks, pick{int32(ch.slot), int32(ch.sub), g.kind(ch.dev)})
+	}
+	slices.SortFunc(picks, func(a, b pick) int {
+		if a.slot != b.slot {
+			return int(a.slot - b.slot)
+		}
+		if a.sub != b.sub {
+			return int(a.sub - b.sub)
+		}
+		return int(a.kind - b.kind)
+	})
+	key := make([]byte, 0, 12*len(picks))
+	for _, p := range picks {
+		key = binary.AppendVarint(key, int64(p.slot))
+		key = binary.AppendVarint(key, int64(p.sub))
+		key = binary.AppendVarint(key, int64(p.kind))
+	}
+	return string(key)
+}
+
+// kind identifies what a device is to the rest of the gang: devices of one
+// kind can be swapped in any member's choice without changing whether the
+// other members fit. Node-local devices without counters, taints,
+// capacities or node operations are of one kind when they are on the same
+// node, in the same candidate sets of every member's requests and have the
+// same values of every attribute a constraint of any member reads (and the
+// same contents, when some member has CEL constraints or derived
+// attributes). Any other device is a kind of its own (negative IDs).
+func (g *gangSearch) kind(d int32) int32 {
+	if k, ok := g.classes[d]; ok {
+		return k
+	}
+	s := g.s
+	dev := &s.devs[d]
+	if g.classes == nil {
+		g.classes = map[int32]int32{}
+		g.classIDs = map[string]int32{}
+	}
+	if dev.node == "" || dev.nodeIdx < 0 || dev.usesCounters || dev.multi || len(dev.dev.Taints) > 0 || dev.nodeOps || len(dev.caps) > 0 {
+		g.classes[d] = -d - 1
+		return -d - 1
+	}
+	ni := int(dev.nodeIdx)
+	key := binary.AppendVarint(g.keyBuf[:0], int64(ni))
+	attrs := map[string]bool{}
+	for _, gm := range g.members {
+		for i := range gm.p.slots {
+			for _, sb := range gm.p.slots[i].subs {
+				in := false
+				if ni < len(sb.cs.nodes) && sb.cs.nodes[ni] != nil {
+					in = slices.Contains(sb.cs.nodes[ni].all, d)
+				}
+				key = append(key, boolByte(in))
+			}
+		}
+		for _, a := range gm.p.match {
+			attrs[a] = true
+		}
+		for _, a := range gm.p.distinct {
+			attrs[a] = true
+		}
+	}
+	names := make([]string, 0, len(attrs))
+	for a := range attrs {
+		names = append(names, a)
+	}
+	slices.Sort(names)
+	for _, a := range names {
+		key = append(append(key, a...), 0)
+		for _, v := range s.attrValues(a, d) {
+			key = append(append(key, v...), 0)
+		}
+		key = append(key, 1)
+	}
+	if g.content {
+		key = binary.AppendVarint(key, int64(s.contentID(d)))
+	}
+	g.keyBuf = key
+	id, ok := g.classIDs[string(key)]
+	if !ok {
+		id = int32(len(g.classIDs))
+		g.classIDs[string(key)] = id
+	}
+	g.classes[d] = id
+	return id
+}
+
+// undo releases every member's tentative choices, last member first.
+func (g *gangSearch) undo() {
+	for m := len(g.members) - 1; m >= 0; m-- {
+		g.members[m].x.reset(-1)
+	}
+}
+
+// failure is the error of a gang that cannot be placed.
+func (g *gangSearch) failure() error {
+	var parts []string
+	for _, gm := range g.members {
+		if gm.attempted && !gm.placedAlone {
+			why := gm.reason
+			if why == "" {
+				why = "no candidate node"
+				if len(g.labels) > 0 {
+					why = "no candidate node in a domain that holds the gang"
+				}
+			}
+			parts = append(parts, fmt.Sprintf("member %s fits on no node (first: %s)", gm.name, why))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "every member fits alone, but not all together")
+	}
+	where := ""
+	switch {
+	case len(g.labels) > 0:
+		where = fmt.Sprintf("; %d domains searched, %d skipped", g.tried, g.skipped)
+	case len(g.attrs) > 0:
+		where = fmt.Sprintf("; %d attribute values searched", g.tried)
+	}
+	if g.skipWhy != "" {
+		where += " (first skipped: " + g.skipWhy + ")"
+	}
+	return fmt.Errorf("%w: gang %s (%d members with claims): %s%s", allocator.ErrUnsatisfiable, g.name, len(g.members), strings.Join(parts, "; "), where)
+}
