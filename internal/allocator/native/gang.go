@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -439,33 +440,27 @@ func (g *gangSearch) order(m int) []int {
 	// but counting the other members' tentative choices.
 	s := g.s
 	sb := &gm.p.slots[0].subs[0]
-	keys := make([]uint64, 0, len(out))
+	keys := make([]packKey, 0, len(out))
+	var free []int32
 	for _, pos := range out {
 		ni := gm.nodes[pos]
-		live, best := 0, int32(-1)
+		free = free[:0]
 		if nc, err := s.nodeCands(g.ctx, sb.cs, ni); err == nil {
 			for _, d := range nc.live {
-				if s.inUse[d] || (s.tent[d] > 0 && !s.devs[d].multi) || !s.countersFree(d, s.tent[d]) {
-					continue
-				}
-				live++
-				c := int32(0)
-				if s.devs[d].usesCounters {
-					c = s.partitionCost(d, s.tent)
-				}
-				if best < 0 || c < best {
-					best = c
+				if !s.inUse[d] && (s.tent[d] == 0 || s.devs[d].multi) && s.countersFree(d, s.tent[d]) {
+					free = append(free, d)
 				}
 			}
 		}
-		if best < 0 {
-			best = 1<<21 - 1
+		cost := uint64(math.MaxUint64)
+		if len(free) > 0 {
+			cost = s.bestCost(free, s.tent)
 		}
-		keys = append(keys, uint64(best)<<42|uint64(min(live, 1<<21-1))<<21|uint64(pos))
+		keys = append(keys, packKey{cost: cost, live: int32(len(free)), pos: int32(pos)})
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, packKey.compare)
 	for k := range keys {
-		out[k] = int(keys[k] & (1<<21 - 1))
+		out[k] = int(keys[k].pos)
 	}
 	return out
 }
@@ -810,6 +805,10 @@ func (g *gangSearch) failure() error {
 			}
 			parts = append(parts, fmt.Sprintf("member %s fits on no node (first: %s)", gm.name, why))
 		}
+	}
+	if len(parts) == 0 && g.tried == 0 && g.skipWhy != "" {
+		// Nothing was searched: the count alone rules the gang out.
+		return fmt.Errorf("%w: gang %s (%d members with claims): %s", allocator.ErrUnsatisfiable, g.name, len(g.members), g.skipWhy)
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "every member fits alone, but not all together")

@@ -1,7 +1,9 @@
 package native
 
 import (
+	"cmp"
 	"context"
+	"math"
 	"slices"
 )
 
@@ -16,8 +18,10 @@ import (
 // sets of host blocks). Taking a device makes every other device that draws
 // on the same counters and no longer fits unallocatable. The partition cost
 // of a device is the largest footprint among those it would make
-// unallocatable (zero when it breaks nothing but itself). Pack tries devices
-// by partition cost, smallest first:
+// unallocatable (zero when it breaks nothing but itself), then the sum of
+// their footprints (a 1g slice at the end of an empty GPU breaks the 7g and
+// one 3g placement; at its start also the 4g, a 3g and a 2g). Pack tries
+// devices by partition cost, smallest first:
 //
 //   - a MIG 1g slice goes where it breaks the smallest free partition:
 //     into the hole of a GPU that is already partly used (best fit on
@@ -44,7 +48,7 @@ type packState struct {
 	// cost caches partitionCost per device for the recorded state; valid
 	// says which entries are current (Record and Release invalidate the
 	// entries of every device sharing a bin with a device they change).
-	cost  []int32
+	cost  []uint64
 	valid []bool
 	// alive is scratch space for partitionCost.
 	alive []int32
@@ -57,7 +61,7 @@ func (s *Session) packing() *packState {
 	}
 	ps := &packState{
 		binsOf: make([][]int32, len(s.devs)),
-		cost:   make([]int32, len(s.devs)),
+		cost:   make([]uint64, len(s.devs)),
 		valid:  make([]bool, len(s.devs)),
 	}
 	type binKey struct {
@@ -120,19 +124,22 @@ func (s *Session) packAlive(m int32, tent []int32) bool {
 	return s.countersFree(m, t)
 }
 
-// partitionCost is 1 + the footprint rank of the largest device that is
-// allocatable now and would not be after taking d, or 0 when taking d
-// breaks no other device (see the comment at the top of this file).
-// With tent nil it reads the recorded state and caches the result; a
-// search with tentative choices passes its counts and reads the current
-// balances, which include them, without caching. A shared device that
-// already has a share is charged nothing more, so it costs nothing.
-func (s *Session) partitionCost(d int32, tent []int32) int32 {
+// partitionCost is the partition cost of taking device d: the largest
+// footprint rank + 1 among the devices that are allocatable now and would
+// not be after taking d (0 when it breaks no other device) in the high 32
+// bits, the sum of their ranks + 1 in the low ones. With tent nil it reads
+// the recorded state and caches the result; a search with tentative choices
+// passes its counts, and then a cached cost is used when there is one (it
+// ignores the tentative choices, which only makes the order less exact)
+// and otherwise the current balances, which include them, without caching.
+// A shared device that already has a share is charged nothing more, so it
+// costs nothing.
+func (s *Session) partitionCost(d int32, tent []int32) uint64 {
 	ps := s.packing()
 	if len(ps.binsOf[d]) == 0 {
 		return 0
 	}
-	if tent == nil && ps.valid[d] {
+	if ps.valid[d] {
 		return ps.cost[d]
 	}
 	dev := &s.devs[d]
@@ -140,12 +147,12 @@ func (s *Session) partitionCost(d int32, tent []int32) int32 {
 	if tent != nil {
 		t = tent[d]
 	}
-	cost := int32(0)
+	var largest, sum uint64
 	if !(dev.multi && s.shares[d]+t > 0) {
 		alive := ps.alive[:0]
 		for _, b := range ps.binsOf[d] {
 			for _, m := range ps.members[b] {
-				if m != d && s.packAlive(m, tent) {
+				if m != d && s.packAlive(m, tent) && !containsInt32(alive, m) {
 					alive = append(alive, m)
 				}
 			}
@@ -158,13 +165,16 @@ func (s *Session) partitionCost(d int32, tent []int32) int32 {
 			if tent != nil {
 				tm = tent[m]
 			}
-			if c := s.devs[m].footprint + 1; c > cost && !s.countersFree(m, tm) {
-				cost = c
+			if !s.countersFree(m, tm) {
+				c := uint64(s.devs[m].footprint) + 1
+				largest = max(largest, c)
+				sum += c
 			}
 		}
 		s.charge(dev, +1)
 		ps.alive = alive
 	}
+	cost := largest<<32 | min(sum, 1<<32-1)
 	if tent == nil {
 		ps.cost[d], ps.valid[d] = cost, true
 	}
@@ -193,15 +203,9 @@ func (x *search) packOrder(i, b int, c []int32) []int32 {
 	}
 	keys := x.packKeys[:0]
 	for k, d := range c {
-		var cost int32
-		if tent == nil {
-			cost = s.partitionCost(d, nil)
-		} else {
-			cost = s.partitionCost(d, tent)
-		}
-		keys = append(keys, uint64(cost)<<32|uint64(k))
+		keys = append(keys, packKey{cost: s.partitionCost(d, tent), pos: int32(k)})
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, packKey.compare)
 	if x.packBuf == nil {
 		x.packBuf = make([][][]int32, len(x.p.slots))
 		for j := range x.p.slots {
@@ -210,7 +214,7 @@ func (x *search) packOrder(i, b int, c []int32) []int32 {
 	}
 	out := x.packBuf[i][b][:0]
 	for _, k := range keys {
-		out = append(out, c[uint32(k)])
+		out = append(out, c[k.pos])
 	}
 	x.packBuf[i][b], x.packKeys = out, keys
 	return out
@@ -223,7 +227,7 @@ func (x *search) packOrder(i, b int, c []int32) []int32 {
 // input order, so that the caller still examines, and accounts for, each.
 // It reads the recorded state only (no search has tentative choices).
 func (s *Session) packNodes(ctx context.Context, p *plan, start int) ([]int, error) {
-	if len(p.slots) == 0 || s.candidates-start < 2 || s.candidates >= 1<<21 {
+	if len(p.slots) == 0 || s.candidates-start < 2 {
 		return nil, nil
 	}
 	sb := &p.slots[0].subs[0]
@@ -231,7 +235,7 @@ func (s *Session) packNodes(ctx context.Context, p *plan, start int) ([]int, err
 	if sb.all {
 		need = 1
 	}
-	keys := make([]uint64, 0, s.candidates-start)
+	keys := make([]packKey, 0, s.candidates-start)
 	var rest []int
 	for ni := start; ni < s.candidates; ni++ {
 		nc, err := s.nodeCands(ctx, sb.cs, ni)
@@ -247,25 +251,47 @@ func (s *Session) packNodes(ctx context.Context, p *plan, start int) ([]int, err
 			rest = append(rest, ni)
 			continue
 		}
-		best := int32(-1)
-		for _, d := range live {
-			if !s.devs[d].usesCounters {
-				best = 0
-				break
-			}
-			if c := s.partitionCost(d, nil); best < 0 || c < best {
-				best = c
-				if c == 0 {
-					break
-				}
-			}
-		}
-		keys = append(keys, uint64(best)<<42|uint64(min(len(live), 1<<21-1))<<21|uint64(ni))
+		keys = append(keys, packKey{cost: s.bestCost(live, nil), live: int32(len(live)), pos: int32(ni)})
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, packKey.compare)
 	order := make([]int, 0, s.candidates-start)
 	for _, k := range keys {
-		order = append(order, int(k&(1<<21-1)))
+		order = append(order, int(k.pos))
 	}
 	return append(order, rest...), nil
+}
+
+// bestCost is the smallest partition cost among devices c (0 as soon as one
+// has no counters).
+func (s *Session) bestCost(c []int32, tent []int32) uint64 {
+	best := uint64(math.MaxUint64)
+	for _, d := range c {
+		if !s.devs[d].usesCounters {
+			return 0
+		}
+		if cost := s.partitionCost(d, tent); cost < best {
+			best = cost
+			if cost == 0 {
+				break
+			}
+		}
+	}
+	return best
+}
+
+// packKey orders candidates (cost, then pos) and nodes (cost, then live
+// candidates, then pos).
+type packKey struct {
+	cost      uint64
+	live, pos int32
+}
+
+func (a packKey) compare(b packKey) int {
+	switch {
+	case a.cost != b.cost:
+		return cmp.Compare(a.cost, b.cost)
+	case a.live != b.live:
+		return cmp.Compare(a.live, b.live)
+	}
+	return cmp.Compare(a.pos, b.pos)
 }

@@ -56,7 +56,7 @@ type search struct {
 	// packBuf and packKeys are its scratch space.
 	pack     bool
 	packBuf  [][][]int32
-	packKeys []uint64
+	packKeys []packKey
 	// gang is set when the search places one member of a gang (gang.go):
 	// other members' choices are tentatively applied, a complete choice
 	// continues with the next member, and the steps count for the gang.
