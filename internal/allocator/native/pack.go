@@ -32,10 +32,13 @@ import (
 //     not into an intact 4x4 or an intact 8x8 pool.
 //
 // Nodes are searched in the order of the best (smallest) partition cost
-// their candidates offer, then by how few candidates they have left (the
-// fullest node first: without counters, a one-GPU claim goes to the node
-// with the fewest free GPUs and leaves whole nodes for claims and gangs of
-// eight), then in input order.
+// their candidates offer, nodes already partly used before pristine ones,
+// then by how few candidates they have left, then in input order; the scan
+// stops at the first partly used node where the claim breaks nothing (see
+// packNodes). Without counters a one-GPU claim thus goes to a node that
+// already runs something and leaves whole nodes for claims and gangs of
+// eight. A gang orders each member's nodes the same way, counting the other
+// members' choices, but always by how few candidates are left (gang.go).
 
 // packState is the Pack policy's view of the session's partitions, built on
 // first use.
@@ -222,10 +225,18 @@ func (x *search) packOrder(i, b int, c []int32) []int32 {
 
 // packNodes orders the central allocator's nodes start... for Pack: the
 // nodes where the plan's first request has enough live candidates, by the
-// smallest partition cost among those candidates, then by their number
-// (fewest first), then in input order; after them every other node in
-// input order, so that the caller still examines, and accounts for, each.
-// It reads the recorded state only (no search has tentative choices).
+// smallest partition cost among those candidates, then nodes where some
+// candidate is already gone (in use, or its counters taken) before
+// pristine ones, then by how few candidates are left (the fullest first),
+// then in input order; after them every other node in input order, so
+// that the caller still examines, and accounts for, each. The scan stops at
+// the first node that cannot be beaten (cost 0, partly used): the rest
+// follow in input order. It reads the recorded state only (no search has
+// tentative choices).
+//
+// A plan with CEL constraints is ordered by partition cost alone, then in
+// input order: proving that a node cannot satisfy such a constraint can
+// take a long search, and the fullest nodes are the likeliest to fail.
 func (s *Session) packNodes(ctx context.Context, p *plan, start int) ([]int, error) {
 	if len(p.slots) == 0 || s.candidates-start < 2 {
 		return nil, nil
@@ -235,8 +246,10 @@ func (s *Session) packNodes(ctx context.Context, p *plan, start int) ([]int, err
 	if sb.all {
 		need = 1
 	}
+	cel := len(p.cels) > 0
 	keys := make([]packKey, 0, s.candidates-start)
 	var rest []int
+	scanned := s.candidates
 	for ni := start; ni < s.candidates; ni++ {
 		nc, err := s.nodeCands(ctx, sb.cs, ni)
 		if err != nil {
@@ -251,14 +264,27 @@ func (s *Session) packNodes(ctx context.Context, p *plan, start int) ([]int, err
 			rest = append(rest, ni)
 			continue
 		}
-		keys = append(keys, packKey{cost: s.bestCost(live, nil), live: int32(len(live)), pos: int32(ni)})
+		k := packKey{cost: s.bestCost(live, nil), pos: int32(ni)}
+		if !cel {
+			k.pristine = len(nc.live) == len(nc.all)
+			k.live = int32(len(live))
+		}
+		keys = append(keys, k)
+		if k.cost == 0 && !k.pristine && !cel {
+			scanned = ni + 1
+			break
+		}
 	}
 	slices.SortFunc(keys, packKey.compare)
 	order := make([]int, 0, s.candidates-start)
 	for _, k := range keys {
 		order = append(order, int(k.pos))
 	}
-	return append(order, rest...), nil
+	order = append(order, rest...)
+	for ni := scanned; ni < s.candidates; ni++ {
+		order = append(order, ni)
+	}
+	return order, nil
 }
 
 // bestCost is the smallest partition cost among devices c (0 as soon as one
@@ -279,10 +305,11 @@ func (s *Session) bestCost(c []int32, tent []int32) uint64 {
 	return best
 }
 
-// packKey orders candidates (cost, then pos) and nodes (cost, then live
-// candidates, then pos).
+// packKey orders candidates (cost, then pos) and nodes (cost, then partly
+// used before pristine, then live candidates, then pos).
 type packKey struct {
 	cost      uint64
+	pristine  bool
 	live, pos int32
 }
 
@@ -290,6 +317,11 @@ func (a packKey) compare(b packKey) int {
 	switch {
 	case a.cost != b.cost:
 		return cmp.Compare(a.cost, b.cost)
+	case a.pristine != b.pristine:
+		if a.pristine {
+			return 1
+		}
+		return -1
 	case a.live != b.live:
 		return cmp.Compare(a.live, b.live)
 	}

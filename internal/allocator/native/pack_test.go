@@ -151,11 +151,11 @@ func TestPackNodeOrder(t *testing.T) {
 		}
 		return nodeSlice(node, devs...)
 	}
-	t.Run("without counters, the fullest node that fits", func(t *testing.T) {
+	t.Run("without counters, a partly used node before pristine ones", func(t *testing.T) {
 		in := allocator.Inputs{
 			Slices:    []*resourceapi.ResourceSlice{plain("a", 4), plain("b", 4), plain("c", 4)},
 			Nodes:     nodes("a", "b", "c"),
-			Allocated: []*resourceapi.ResourceClaim{allocatedClaim("on-b", false, "b", "gpu-0"), allocatedClaim("on-c", false, "c", "gpu-0", "c", "gpu-1")},
+			Allocated: []*resourceapi.ResourceClaim{allocatedClaim("on-c", false, "c", "gpu-0", "c", "gpu-1")},
 		}
 		for policy, want := range map[allocator.PlacementPolicy]string{allocator.PlacementFirstFit: "a", allocator.PlacementPack: "c"} {
 			s := newTestSession(t, in)
@@ -166,7 +166,8 @@ func TestPackNodeOrder(t *testing.T) {
 			if res.Node != want {
 				t.Errorf("%s: node %s, want %s", policy, res.Node, want)
 			}
-			// Two GPUs: c has exactly two left, the best fit.
+			// Two GPUs (the first claim was not recorded): c has
+			// exactly two left.
 			_, res, err = allocateOne(t, s, claim("two", req("gpu", 2)), allocator.Options{Policy: policy})
 			if err != nil {
 				t.Fatalf("%s: %v", policy, err)
@@ -174,6 +175,22 @@ func TestPackNodeOrder(t *testing.T) {
 			if policy == allocator.PlacementPack && res.Node != "c" {
 				t.Errorf("Pack: two GPUs on %s, want c", res.Node)
 			}
+		}
+	})
+	t.Run("with CEL constraints, nodes in input order", func(t *testing.T) {
+		in := allocator.Inputs{
+			Slices:    []*resourceapi.ResourceSlice{plain("a", 4), plain("b", 4)},
+			Nodes:     nodes("a", "b"),
+			Allocated: []*resourceapi.ResourceClaim{allocatedClaim("on-b", false, "b", "gpu-0")},
+		}
+		s := newTestSession(t, in)
+		c := withCEL(claim("c", req("two", 2)), celAnnotation("size(devices) == 2", "two"))
+		_, res, err := allocateOne(t, s, c, allocator.Options{Policy: allocator.PlacementPack})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Node != "a" {
+			t.Errorf("node %s, want a: a claim with CEL constraints is not moved to the fuller node", res.Node)
 		}
 	})
 	t.Run("with counters, the node with a hole that fits", func(t *testing.T) {
