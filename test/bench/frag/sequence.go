@@ -76,8 +76,9 @@ type Options struct {
 	// Load is the offered load (default 1.0: on average as much capacity
 	// asked for as the cluster has).
 	Load float64
-	// GangNodes is the size of the gang cluster (default 100 nodes).
-	GangNodes int
+	// MIGNodes and GangNodes are the sizes of the MIG and the gang
+	// cluster (default 100 nodes each).
+	MIGNodes, GangNodes int
 }
 
 func (o Options) withDefaults() Options {
@@ -93,17 +94,21 @@ func (o Options) withDefaults() Options {
 	if o.GangNodes <= 0 {
 		o.GangNodes = 100
 	}
+	if o.MIGNodes <= 0 {
+		o.MIGNodes = 100
+	}
 	return o
 }
 
 // Sequences returns the three sequences of the benchmark.
 func Sequences(o Options) []*Sequence {
 	o = o.withDefaults()
+	migNodes := o.MIGNodes
 	mig := &Sequence{
-		Name:        "mig-100n",
-		Description: "partitionable-100n: 100 nodes x 8 A100-like GPUs with MIG placements on shared counters; MIG profile claims",
-		Build:       partitionable,
-		Capacity:    100 * 8 * 8,
+		Name:        fmt.Sprintf("mig-%dn", migNodes),
+		Description: fmt.Sprintf("partitionable-100n's cluster (%d nodes x 8 A100-like GPUs with MIG placements on shared counters); MIG profile claims", migNodes),
+		Build:       func() *workload.Workload { return workload.PartitionableCluster(migNodes) },
+		Capacity:    int64(migNodes) * 8 * 8,
 	}
 	// The partitionable workload's mix: mostly small profiles.
 	weights := map[string]int{"1g.5gb": 5, "2g.10gb": 2, "3g.20gb": 1, "4g.20gb": 1, "7g.40gb": 1}
@@ -133,12 +138,6 @@ func Sequences(o Options) []*Sequence {
 		s.Arrivals = generate(s, o.Arrivals, o.Seed+int64(i), o.Load)
 	}
 	return []*Sequence{mig, tpu, gangs}
-}
-
-func partitionable() *workload.Workload {
-	w := workload.Partitionable()
-	w.Claims = nil
-	return w
 }
 
 func multihost() *workload.Workload {
