@@ -38,10 +38,10 @@ type Result struct {
 	// RefusedByKind counts refusals per kind (partition sequences).
 	RefusedByKind map[string]int `json:"refusedByKind,omitempty"`
 	// LargestMean and LargestMin are the largest placeable partition (in
-	// units; for gangs the most free GPUs of one node) over the samples
-	// taken after every arrival; BigFreeMean is the mean number of
-	// placeable partitions of the largest kind (7g, 8x8; for gangs: nodes
-	// with every GPU free).
+	// units; for gangs the most free GPUs of one rack, the largest gang
+	// that could fit) over the samples taken after every arrival;
+	// BigFreeMean is the mean number of placeable partitions of the
+	// largest kind (7g, 8x8; for gangs: nodes with every GPU free).
 	LargestMean float64 `json:"largestMean"`
 	LargestMin  int64   `json:"largestMin"`
 	BigFreeMean float64 `json:"bigFreeMean"`
@@ -316,12 +316,16 @@ func packs(bins, items []int) bool {
 func (r *runner) sample() {
 	var largest, big int64
 	if r.s.Gangs {
-		for ni := range r.m.nodes {
+		racks := map[string]int64{}
+		for ni, n := range r.m.nodes {
 			f := int64(r.m.freeOnNode(ni))
-			largest = max(largest, f)
+			racks[n.Labels[workload.RackLabel]] += f
 			if f == int64(len(r.m.local[ni])) {
 				big++
 			}
+		}
+		for _, f := range racks {
+			largest = max(largest, f)
 		}
 	} else {
 		for k := len(r.s.Kinds) - 1; k >= 0 && largest == 0; k-- {
