@@ -170,7 +170,8 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			start = max(start, least)
 		}
 	}
-	// Pack examines the same nodes in another order (pack.go).
+	// Pack examines the same nodes in another order (pack.go): order
+	// permutes the first of them, the rest follow in input order.
 	var order []int
 	if x.pack {
 		o, err := s.packNodes(ctx, p, start)
@@ -186,7 +187,7 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 	var n struct{ searched, short, alike, blocked int }
 	for k := start; k < s.candidates; k++ {
 		ni := k
-		if order != nil {
+		if k-start < len(order) {
 			ni = order[k-start]
 		}
 		if firstReason == "" {

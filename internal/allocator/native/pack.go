@@ -53,8 +53,12 @@ type packState struct {
 	// entries of every device sharing a bin with a device they change).
 	cost  []uint64
 	valid []bool
-	// alive is scratch space for partitionCost.
+	// alive is scratch space for partitionCost; keys, rest and order for
+	// packNodes.
 	alive []int32
+	keys  []packKey
+	rest  []int
+	order []int
 }
 
 // packing returns the session's packState, building it on first use.
@@ -228,11 +232,12 @@ func (x *search) packOrder(i, b int, c []int32) []int32 {
 // smallest partition cost among those candidates, then nodes where some
 // candidate is already gone (in use, or its counters taken) before
 // pristine ones, then by how few candidates are left (the fullest first),
-// then in input order; after them every other node in input order, so
-// that the caller still examines, and accounts for, each. The scan stops at
-// the first node that cannot be beaten (cost 0, partly used): the rest
-// follow in input order. It reads the recorded state only (no search has
-// tentative choices).
+// then in input order; after them the other nodes it scanned, in input
+// order. The scan stops at the first node that cannot be beaten (cost 0,
+// partly used): the returned order covers the nodes start up to there, and
+// the nodes after it follow in input order (the caller walks them itself,
+// so that it still examines, and accounts for, each). It reads the
+// recorded state only (no search has tentative choices).
 //
 // A plan with CEL constraints is ordered by partition cost alone, then in
 // input order: proving that a node cannot satisfy such a constraint can
@@ -247,9 +252,8 @@ func (s *Session) packNodes(ctx context.Context, p *plan, start int) ([]int, err
 		need = 1
 	}
 	cel := len(p.cels) > 0
-	keys := make([]packKey, 0, s.candidates-start)
-	var rest []int
-	scanned := s.candidates
+	ps := s.packing()
+	keys, rest := ps.keys[:0], ps.rest[:0]
 	for ni := start; ni < s.candidates; ni++ {
 		nc, err := s.nodeCands(ctx, sb.cs, ni)
 		if err != nil {
@@ -271,19 +275,16 @@ func (s *Session) packNodes(ctx context.Context, p *plan, start int) ([]int, err
 		}
 		keys = append(keys, k)
 		if k.cost == 0 && !k.pristine && !cel {
-			scanned = ni + 1
 			break
 		}
 	}
 	slices.SortFunc(keys, packKey.compare)
-	order := make([]int, 0, s.candidates-start)
+	order := ps.order[:0]
 	for _, k := range keys {
 		order = append(order, int(k.pos))
 	}
 	order = append(order, rest...)
-	for ni := scanned; ni < s.candidates; ni++ {
-		order = append(order, ni)
-	}
+	ps.keys, ps.rest, ps.order = keys, rest, order
 	return order, nil
 }
 
