@@ -307,7 +307,11 @@ func (g *gangSearch) withValues(k int) (bool, error) {
 	if g.values == nil {
 		g.values = make([]string, len(g.attrs))
 	}
-	for _, v := range g.valuesOf(k) {
+	values := g.valuesOf(k)
+	if len(values) == 0 && g.skipWhy == "" {
+		g.skipWhy = fmt.Sprintf("%s: no free candidate device of the members has the attribute %s", g.domainName(), g.attrs[k].attr)
+	}
+	for _, v := range values {
 		g.values[k] = v
 		ok, err := g.withValues(k + 1)
 		if ok || err != nil {

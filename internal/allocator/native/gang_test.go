@@ -239,6 +239,13 @@ func TestGangMatchAttribute(t *testing.T) {
 	if !slices.Equal(placement(got), want) {
 		t.Errorf("got %v, want %v", placement(got), want)
 	}
+	// An attribute no device has.
+	noAttr := gang
+	noAttr.Constraints = []allocator.GangConstraint{{MatchAttribute: drv + "/nvlink"}}
+	_, err = s.AllocateGang(context.Background(), noAttr, allocator.Options{})
+	if !errors.Is(err, allocator.ErrUnsatisfiable) || !strings.Contains(err.Error(), "no free candidate device of the members has the attribute gpu.example.com/nvlink") {
+		t.Errorf("missing attribute: got %v", err)
+	}
 	// Three GPUs each: no clique has six.
 	gang.Members[0].Claims[0] = claim("p0", req("gpu", 3))
 	gang.Members[1].Claims[0] = claim("p1", req("gpu", 3))
