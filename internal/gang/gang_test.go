@@ -81,7 +81,11 @@ func TestOf(t *testing.T) {
 		{name: "attribute without domain", pod: pod(map[string]string{LabelName: "g"}, map[string]string{AnnotationMatchAttribute: "cliqueID"}, ""), wantErr: "is not a fully qualified attribute name"},
 		{name: "empty gang name", pod: pod(map[string]string{LabelName: ""}, nil, ""), wantErr: "metadata.labels[resource.drastack.io/gang]: must name the gang"},
 		{name: "PodGroup with a bad topology key", pod: pod(nil, nil, "train"), pg: podGroup("train", 2, "Bad Key"), wantErr: "podgroup ns/train: spec.schedulingConstraints.topology[0].key"},
-		{name: "PodGroup with minCount 0", pod: pod(nil, nil, "train"), pg: func() *schedulingv1beta1.PodGroup { pg := podGroup("train", 1); pg.Spec.SchedulingPolicy.Gang.MinCount = 0; return pg }(), wantErr: "spec.schedulingPolicy.gang.minCount: 0 is not positive"},
+		{name: "PodGroup with minCount 0", pod: pod(nil, nil, "train"), pg: func() *schedulingv1beta1.PodGroup {
+			pg := podGroup("train", 1)
+			pg.Spec.SchedulingPolicy.Gang.MinCount = 0
+			return pg
+		}(), wantErr: "spec.schedulingPolicy.gang.minCount: 0 is not positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
