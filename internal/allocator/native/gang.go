@@ -84,6 +84,9 @@ func (s *Session) AllocateGang(ctx context.Context, gang allocator.Gang, opts al
 	if len(g.members) == 0 {
 		return out, nil
 	}
+	// The largest members first, as bin packing does: they have the
+	// fewest places to go, so a gang that does not fit fails early.
+	slices.SortStableFunc(g.members, func(a, b *gangMember) int { return b.demand() - a.demand() })
 	g.findTwins(gang)
 	// Prune every candidate list the members read while nothing is
 	// tentatively taken (search.load does not prune in a gang).
@@ -147,6 +150,9 @@ type gangSearch struct {
 	classIDs map[string]int32
 	content  bool
 	keyBuf   []byte
+	// sigBuf and kinds are scratch space for signature.
+	sigBuf []byte
+	kinds  []int32
 
 	// tried and skipped count the domain and value combinations, for the
 	// message of a gang that cannot be placed.
@@ -185,6 +191,23 @@ type gangMember struct {
 	// attempted: the search got to the member; placedAlone: it fit on
 	// some node in some attempt.
 	attempted, placedAlone bool
+}
+
+// demand is how many devices the member needs at least.
+func (gm *gangMember) demand() int {
+	n := 0
+	for i := range gm.p.slots {
+		least := math.MaxInt32
+		for _, sb := range gm.p.slots[i].subs {
+			c := sb.count
+			if sb.all {
+				c = 1
+			}
+			least = min(least, c)
+		}
+		n += least
+	}
+	return n
 }
 
 func (g *gangSearch) addMember(i int, m allocator.GangMember) (*gangMember, error) {
@@ -331,8 +354,14 @@ func (g *gangSearch) place(m int) (bool, error) {
 	}
 	gm := g.members[m]
 	gm.attempted = true
+	var tried map[string]bool
 	for _, pos := range g.order(m) {
-		gm.node, gm.pos = gm.nodes[pos], pos
+		ni := gm.nodes[pos]
+		sig, alike := g.signature(m, ni)
+		if alike && tried[sig] {
+			continue
+		}
+		gm.node, gm.pos = ni, pos
 		clear(gm.memo)
 		ok, err := gm.x.run(gm.node)
 		if err != nil {
@@ -344,9 +373,77 @@ func (g *gangSearch) place(m int) (bool, error) {
 		if gm.reason == "" && gm.x.reason != "" && !gm.placedAlone {
 			gm.reason = fmt.Sprintf("%s: %s", g.nodeName(gm.node), gm.x.reason)
 		}
+		if alike {
+			if tried == nil {
+				tried = map[string]bool{}
+			}
+			tried[sig] = true
+		}
 	}
 	gm.node = -1
 	return false, nil
+}
+
+// signature describes node ni as the rest of the gang (members m on) sees
+// it, so that member m skips a node exactly like one where the rest of the
+// gang already failed: the kinds of its free devices (kind), which later
+// members may use it, on which side of each later member's twin position
+// it lies, which shared devices it reaches, and what it declares. Two nodes
+// with one signature are interchangeable for members m on: swapping them
+// in a placement gives another. alike is false when the node cannot be
+// described so (a free device of a kind of its own), and whenever a later
+// member is a twin of a member not yet placed, whose order among nodes the
+// swap could break.
+func (g *gangSearch) signature(m, ni int) (string, bool) {
+	if ni < 0 {
+		return "", false
+	}
+	for k := m + 1; k < len(g.members); k++ {
+		if g.members[k].twin >= m {
+			return "", false
+		}
+	}
+	s := g.s
+	key := g.sigBuf[:0]
+	for k := m; k < len(g.members); k++ {
+		gk := g.members[k]
+		pos := slices.Index(gk.nodes, ni)
+		key = append(key, boolByte(pos >= 0))
+		if gk.twin >= 0 && k > m {
+			key = append(key, boolByte(pos >= g.members[gk.twin].pos))
+		}
+		for i := range gk.p.slots {
+			for _, sb := range gk.p.slots[i].subs {
+				nc, err := s.nodeCands(g.ctx, sb.cs, ni)
+				if err != nil {
+					return "", false
+				}
+				key = binary.AppendUvarint(key, uint64(nc.reach))
+			}
+		}
+		if gk.p.hasAll {
+			key = append(key, boolByte(s.allBlocked(ni)))
+		}
+	}
+	key = append(key, boolByte(s.nodeOpsDevs && s.declaresNodeOps(ni)))
+	kinds := g.kinds[:0]
+	for _, d := range s.local[ni] {
+		if s.inUse[d] || s.tent[d] > 0 || s.devs[d].unselectable {
+			continue
+		}
+		k := g.kind(d)
+		if k < 0 {
+			g.kinds = kinds
+			return "", false
+		}
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		key = binary.AppendUvarint(key, uint64(k))
+	}
+	g.kinds, g.sigBuf = kinds, key
+	return string(key), true
 }
 
 // complete is called by a search when its plan has a complete choice: a
@@ -721,14 +818,15 @@ func (g *gangSearch) choiceKey(gm *gangMember) string {
 	return string(key)
 }
 
-// kind identifies what a device is to the rest of the gang: devices of one
-// kind can be swapped in any member's choice without changing whether the
-// other members fit. Node-local devices without counters, taints,
-// capacities or node operations are of one kind when they are on the same
-// node, in the same candidate sets of every member's requests and have the
-// same values of every attribute a constraint of any member reads (and the
-// same contents, when some member has CEL constraints or derived
-// attributes). Any other device is a kind of its own (negative IDs).
+// kind identifies what a device is to the gang: node-local devices of one
+// kind on one node can be swapped in any member's choice without changing
+// whether the other members fit, and nodes with the same kinds free look
+// alike (signature). Node-local devices without counters, taints,
+// capacities or node operations are of one kind when they match the same
+// candidate sets of every member's requests and have the same values of
+// every attribute a constraint of any member reads (and the same contents,
+// when some member has CEL constraints or derived attributes). Any other
+// device is a kind of its own (negative IDs).
 func (g *gangSearch) kind(d int32) int32 {
 	if k, ok := g.classes[d]; ok {
 		return k
@@ -743,15 +841,22 @@ func (g *gangSearch) kind(d int32) int32 {
 		g.classes[d] = -d - 1
 		return -d - 1
 	}
-	ni := int(dev.nodeIdx)
-	key := binary.AppendVarint(g.keyBuf[:0], int64(ni))
+	key := g.keyBuf[:0]
 	attrs := map[string]bool{}
 	for _, gm := range g.members {
 		for i := range gm.p.slots {
 			for _, sb := range gm.p.slots[i].subs {
-				in := false
-				if ni < len(sb.cs.nodes) && sb.cs.nodes[ni] != nil {
-					in = slices.Contains(sb.cs.nodes[ni].all, d)
+				in := true
+				for _, expr := range sb.cs.exprs {
+					ok, err := s.evalSelector(g.ctx, expr, d)
+					if err != nil {
+						g.classes[d] = -d - 1
+						return -d - 1
+					}
+					if !ok {
+						in = false
+						break
+					}
 				}
 				key = append(key, boolByte(in))
 			}

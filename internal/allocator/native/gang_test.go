@@ -334,6 +334,51 @@ func TestGangSymmetry(t *testing.T) {
 	}
 }
 
+// TestGangBinPackingProof: pods of 8, 6, 6, 5, 5, 4, 2 and 1 GPUs on a
+// rack whose nodes have 8, 8, 8, 8, 8, 3, 3 and 1 GPUs free: 37 GPUs for
+// 39 free, but six pods need a node with more than 3. A gang that the
+// count alone does not rule out, from the bench's gang sequence: the proof
+// must skip nodes that look alike, or it tries every order of the five
+// free nodes for every pod.
+func TestGangBinPackingProof(t *testing.T) {
+	free := []int{0, 1, 0, 3, 3, 8, 8, 8, 8, 8}
+	in := allocator.Inputs{}
+	var names []string
+	for i, f := range free {
+		n := fmt.Sprintf("n%d", i)
+		names = append(names, n)
+		in.Slices = append(in.Slices, gpus(n, 8))
+		for g := f; g < 8; g++ {
+			in.Allocated = append(in.Allocated, allocatedClaim(fmt.Sprintf("held-%d-%d", i, g), false, n, fmt.Sprintf("gpu-%d", g)))
+		}
+	}
+	in.Nodes = nodes(names...)
+	gang := func(sizes ...int64) allocator.Gang {
+		g := allocator.Gang{Name: "g"}
+		for i, n := range sizes {
+			p := fmt.Sprintf("p%d", i)
+			g.Members = append(g.Members, member(p, nil, claim(p, req("gpu", n))))
+		}
+		return g
+	}
+	for _, policy := range []allocator.PlacementPolicy{allocator.PlacementFirstFit, allocator.PlacementPack} {
+		s := newTestSession(t, in)
+		_, err := s.AllocateGang(context.Background(), gang(5, 2, 6, 1, 4, 5, 8, 6), allocator.Options{Policy: policy, MaxSteps: 20_000})
+		if !errors.Is(err, allocator.ErrUnsatisfiable) {
+			t.Fatalf("%s: got %v, want unsatisfiable within 20,000 steps", policy, err)
+		}
+		// With the 4 as a 3 it fits: 8, 6+2, 6+1, 5+3 and 5.
+		got, err := s.AllocateGang(context.Background(), gang(5, 2, 6, 1, 3, 5, 8, 6), allocator.Options{Policy: policy, MaxSteps: 20_000})
+		if err != nil {
+			t.Fatalf("%s, with a 3 for the 4: %v", policy, err)
+		}
+		if len(got) != 8 {
+			t.Fatalf("%s: %d members placed", policy, len(got))
+		}
+		assertIdle(t, s)
+	}
+}
+
 func TestGangDeterministic(t *testing.T) {
 	in := rackNodes()
 	in.Allocated = []*resourceapi.ResourceClaim{allocatedClaim("held", false, "c1", "gpu-0")}
