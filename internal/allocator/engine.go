@@ -58,7 +58,9 @@ type Options struct {
 	MaxSteps int64
 	// Policy chooses among the placements that fit (see PlacementPolicy);
 	// empty means PlacementFirstFit, kube-scheduler's behaviour, so that
-	// callers comparing engines get the same answers as before.
+	// callers comparing engines get the same answers as before. The
+	// upstream engine places first fit whatever the policy: it is
+	// kube-scheduler's allocator, and that is what it does.
 	Policy PlacementPolicy
 }
 
