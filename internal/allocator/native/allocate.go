@@ -23,6 +23,9 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, err
+	}
 	p, err := s.planFor(claims)
 	if err != nil {
 		return nil, err
@@ -33,6 +36,7 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 	}
 	x := s.searchFor(ctx, p, limit)
 	defer s.doneSearch(x) // release tentative counters and marks
+	x.pack = opts.Policy == allocator.PlacementPack
 
 	if opts.Node != "" {
 		ni, ok := s.nodeIdx[opts.Node]
@@ -166,12 +170,26 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			start = max(start, least)
 		}
 	}
+	// Pack examines the same nodes in another order (pack.go): order
+	// permutes the first of them, the rest follow in input order.
+	var order []int
+	if x.pack {
+		o, err := s.packNodes(ctx, p, start)
+		if err != nil {
+			return nil, err
+		}
+		order = o
+	}
 	var tried map[string]bool
 	var key []byte
 	firstReason, firstNode := "", -1
 	// What became of the nodes examined, for the message.
 	var n struct{ searched, short, alike, blocked int }
-	for ni := start; ni < s.candidates; ni++ {
+	for k := start; k < s.candidates; k++ {
+		ni := k
+		if k-start < len(order) {
+			ni = order[k-start]
+		}
 		if firstReason == "" {
 			firstNode = ni
 		}

@@ -161,6 +161,10 @@ type Session struct {
 	derived map[string][]*derivedResult
 	// lastPlan is the last Allocate call's plan (planFor).
 	lastPlan cachedPlan
+	// pack is the Pack policy's view of partitions (pack.go), built on
+	// first use; release is what Release needs (release.go).
+	pack    *packState
+	release *releaseState
 
 	// exprResults caches selector results per expression and device:
 	// 0 unknown, 1 true, 2 false.
@@ -472,6 +476,7 @@ func (s *Session) Record(claim *resourceapi.ResourceClaim) error {
 		if !charged {
 			s.pools[d.pool].overdrawn += s.charge(d, -1)
 			s.compat.dirty = true
+			s.packTouch(i)
 		}
 	}
 	return nil

@@ -112,7 +112,7 @@ func (x *search) strictOne(i, b, k int, inSub bool, start int) (bool, error) {
 		return false, err
 	}
 	if i == len(x.p.slots) {
-		return true, nil
+		return x.complete()
 	}
 	sl := &x.p.slots[i]
 	if sl.firstAvailable && !inSub {
