@@ -178,6 +178,9 @@ type Session struct {
 	attrCache  map[string][][]string
 	stringKeys map[string][]string
 	intKeys    map[int64][]string
+	// listKeys: some attribute value was a list while
+	// DRAListTypeAttributes is off (attrKeysOf).
+	listKeys bool
 	// celVals holds the CEL constraint view per device, built on demand,
 	// and content the identity of its contents (see contentID).
 	celVals    []ref.Val

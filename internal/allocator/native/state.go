@@ -43,8 +43,46 @@ func (x *search) usable(i int, sb *sub, d int32) bool {
 				return false
 			}
 		}
+		if !x.listFirst(i, m, d, vals) {
+			return false
+		}
 	}
 	return true
+}
+
+// listFirst applies what kube-scheduler does with a distinctAttribute
+// constraint over a list value while DRAListTypeAttributes is off: it
+// compares scalars only, so a list value conflicts with no other value,
+// but it accepts a device with a list value only as the first device of
+// the constraint's set, in its own order (requests in claim order, then
+// scheduler order within a request). Device d, with values vals, may join
+// constraint m's set for slot i when the set stays one in which at most
+// one device has a list value and that device comes first in that order.
+func (x *search) listFirst(i, m int, d int32, vals []string) bool {
+	if x.s.f.ListTypeAttributes || !x.s.listKeys {
+		return true
+	}
+	list := isListKey(vals)
+	for _, ch := range x.chosen {
+		csb := &x.p.slots[ch.slot].subs[ch.sub]
+		if !containsInt(csb.distinct, m) {
+			continue
+		}
+		other := isListKey(x.values(csb, x.p.distinct[m], ch.dev))
+		switch {
+		case list && (other || ch.slot < i || x.s.schedulerOrder(ch.dev, d) < 0):
+			return false
+		case !list && other && ch.slot == i && x.s.schedulerOrder(ch.dev, d) > 0:
+			return false
+		}
+	}
+	return true
+}
+
+// isListKey reports whether vals is the key of a list value that
+// attrKeysOf gives while DRAListTypeAttributes is off.
+func isListKey(vals []string) bool {
+	return len(vals) == 1 && strings.HasPrefix(vals[0], "l:")
 }
 
 // free reports whether device d is free for alternative sb of slot i: a
@@ -290,12 +328,13 @@ func (s *Session) attrKeysOf(a resourceapi.DeviceAttribute, ok bool, d int32) []
 	case hasList(&a) && !s.f.ListTypeAttributes:
 		// Without DRAListTypeAttributes kube-scheduler compares scalars
 		// only: a list value equals nothing, so a matchAttribute set with
-		// it and another device fails. (For distinctAttribute it accepts a
-		// list value only on the first device it places; the native engine
-		// accepts it anywhere, the one case where it may allocate where
-		// kube-scheduler would not. The API server drops list values from
-		// slices written while the gate is off.)
+		// it and another device fails, and it differs from every value,
+		// so a distinctAttribute set takes it, but only as its first
+		// device (search.listFirst). The API server drops list values
+		// from slices written while the gate is off; slices written
+		// before keep them.
 		v = []string{"l:" + strconv.Itoa(int(d))}
+		s.listKeys = true
 	case !hasList(&a) && a.StringValue != nil:
 		// Scalars repeat across devices: share one key list per value.
 		if v = s.stringKeys[*a.StringValue]; v == nil {

@@ -231,6 +231,9 @@ func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 				return false, true
 			}
 		}
+		if !x.listFirst(i, m, d, vals) {
+			return false, true
+		}
 	}
 	// Capacity is checked last, after the constraints, as kube-scheduler
 	// does for a request for all devices.
