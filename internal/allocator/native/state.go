@@ -79,6 +79,45 @@ func (x *search) listFirst(i, m int, d int32, vals []string) bool {
 	return true
 }
 
+// Notes for a constraint's message when list values are among its
+// candidates while DRAListTypeAttributes is off: the user hears that the
+// gate, not the values, is what fails.
+const (
+	listsMatchNothing = " (DRAListTypeAttributes is off: a device's list of values matches no other device)"
+	listsOnlyFirst    = " (DRAListTypeAttributes is off: a distinctAttribute constraint takes a device with a list of values only as its first device)"
+)
+
+// listsIgnored returns note when some candidate of c has a list value of
+// attr for sb while DRAListTypeAttributes is off, else "".
+func (x *search) listsIgnored(sb *sub, c []int32, attr, note string) string {
+	if x.s.f.ListTypeAttributes || !x.s.listKeys {
+		return ""
+	}
+	for _, d := range c {
+		if isListKey(x.values(sb, attr, d)) {
+			return note
+		}
+	}
+	return ""
+}
+
+// distinctListsIgnored is listsOnlyFirst when a candidate of a request
+// bound by a distinctAttribute constraint has a list value of its
+// attribute, for a search that found nothing else to blame.
+func (x *search) distinctListsIgnored() string {
+	for i := range x.p.slots {
+		for b := range x.p.slots[i].subs {
+			sb := &x.p.slots[i].subs[b]
+			for _, m := range sb.distinct {
+				if note := x.listsIgnored(sb, x.cands[i][b], x.p.distinct[m], listsOnlyFirst); note != "" {
+					return note
+				}
+			}
+		}
+	}
+	return ""
+}
+
 // isListKey reports whether vals is the key of a list value that
 // attrKeysOf gives while DRAListTypeAttributes is off.
 func isListKey(vals []string) bool {
