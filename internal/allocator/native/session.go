@@ -138,7 +138,7 @@ type Session struct {
 	// request for all devices off a node. A pool that is bad besides is
 	// named once, among badPools (gatedReason).
 	gatedPools []badPool
-	pools    []poolState
+	pools      []poolState
 	// blocked caches, per node, whether an incomplete or invalid pool is
 	// visible from it (0 unknown, 1 yes, 2 no); see allBlocked.
 	blocked []int8
