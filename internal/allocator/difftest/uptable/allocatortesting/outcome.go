@@ -74,7 +74,7 @@ var departures = map[string]departure{
 		},
 	},
 	"multi-host-resource-pool-complete-update-from-node-1-to-node-2": {
-		why: "only the newest generation of a pool counts (SEMANTICS.md), so node-1 sees no device; " +
+		why: "only the newest generation of a pool counts (internal/pool, as for DevicePools), so node-1 sees no device; " +
 			"the case's own comment says upstream would like not to allocate here",
 		results: func() []any { return nil },
 	},
