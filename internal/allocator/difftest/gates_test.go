@@ -190,6 +190,15 @@ func TestFeatureGates(t *testing.T) {
 		}(),
 		on: Allocated, off: Unsatisfiable,
 	}, {
+		// A shared device may serve two requests; without the gate its
+		// list value matches nothing, not even itself.
+		name:   "matchAttribute: a shared device's list value does not match itself without DRAListTypeAttributes",
+		gate:   "DRAListTypeAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, sharedRootDev("a", "p0", "p1"))},
+		claim: regClaim([]resourceapi.DeviceRequest{regRequest("r0", 1), regRequest("r1", 1)},
+			resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(pcieRoot))}),
+		on: Allocated, off: Unsatisfiable,
+	}, {
 		// index % 2 is 0 for a and c, 1 for b: only {a, c} match.
 		name:   "a derived attribute matches devices whose own attributes differ",
 		gate:   "DRADerivedAttributes",

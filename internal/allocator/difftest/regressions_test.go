@@ -126,6 +126,14 @@ func scalarRootDev(name, root string) resourceapi.Device {
 	}}
 }
 
+// sharedRootDev is rootDev shared between claims and requests
+// (allowMultipleAllocations).
+func sharedRootDev(name string, roots ...string) resourceapi.Device {
+	d := rootDev(name, roots...)
+	d.AllowMultipleAllocations = ptr.To(true)
+	return d
+}
+
 // distinctRoot is a distinctAttribute constraint on the PCIe root.
 func distinctRoot() resourceapi.DeviceConstraint {
 	return resourceapi.DeviceConstraint{DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(pcieRoot))}

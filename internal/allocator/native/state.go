@@ -32,6 +32,11 @@ func (x *search) usable(i int, sb *sub, d int32) bool {
 		if x.matchSet[m] && !containsStr(x.values(sb, x.p.match[m], d), x.matchVal[m]) {
 			return false
 		}
+		// A list value (DRAListTypeAttributes off) matches nothing, not
+		// even the same shared device taken again for another request.
+		if x.matchSet[m] && isListKey(x.matchVal[m:m+1]) && x.inMatchSet(m) {
+			return false
+		}
 	}
 	for _, m := range sb.distinct {
 		vals := x.values(sb, x.p.distinct[m], d)
@@ -116,6 +121,17 @@ func (x *search) distinctListsIgnored() string {
 		}
 	}
 	return ""
+}
+
+// inMatchSet reports whether a device is already chosen for a request
+// that matchAttribute constraint m binds.
+func (x *search) inMatchSet(m int) bool {
+	for _, ch := range x.chosen {
+		if containsInt(x.p.slots[ch.slot].subs[ch.sub].match, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // isListKey reports whether vals is the key of a list value that
