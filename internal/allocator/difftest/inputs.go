@@ -13,10 +13,11 @@ import (
 // allocator.Inputs says engines must not modify any of it, and Run checks
 // that they do not after every call.
 //
-// The comparison is reflect.DeepEqual, as upstream's allocator tests make
-// it: it also sees what an equality by meaning would miss, such as a
-// resource.Quantity that was converted to another internal form or had its
-// string cached by a method called through a pointer into the object.
+// The comparison is field by field, unexported fields included, as
+// reflect.DeepEqual and upstream's allocator tests make it: it also sees
+// what an equality by meaning would miss, such as a resource.Quantity that
+// was converted to another internal form or had its string cached by a
+// method called through a pointer into the object.
 type inputCopy struct {
 	in     allocator.Inputs
 	claims []*resourceapi.ResourceClaim
@@ -49,62 +50,37 @@ func copyInputs(in allocator.Inputs, claims []*resourceapi.ResourceClaim) inputC
 	return c
 }
 
-// changed returns an error naming the first object of in and claims that
-// differs from the copy, with the difference; nil when none does. It
-// compares a fresh copy of them, not the objects themselves: DeepCopy
-// rebuilds a resource.Quantity's big integer, so a copy is never
-// reflect.DeepEqual to an original whose zero value keeps an empty rather
-// than a nil digit slice (as the generator's exact arithmetic leaves some),
-// while everything else a copy keeps as it was.
+// changed returns an error naming the first field of in and claims that
+// differs from the copy, "slices[1].Spec.Devices[0].Name: "a", now "b"";
+// nil when none does.
 func (c inputCopy) changed(in allocator.Inputs, claims []*resourceapi.ResourceClaim) error {
-	now := copyInputs(in, claims)
-	type pair struct {
-		what        string
-		want, got   any
-		wantN, gotN int
-	}
-	pairs := []pair{
-		{"slices", c.in.Slices, now.in.Slices, len(c.in.Slices), len(now.in.Slices)},
-		{"classes", c.in.Classes, now.in.Classes, len(c.in.Classes), len(now.in.Classes)},
-		{"nodes", c.in.Nodes, now.in.Nodes, len(c.in.Nodes), len(now.in.Nodes)},
-		{"allocated claims", c.in.Allocated, now.in.Allocated, len(c.in.Allocated), len(now.in.Allocated)},
-		{"taint rules", c.in.TaintRules, now.in.TaintRules, len(c.in.TaintRules), len(now.in.TaintRules)},
-		{"features", c.in.Features, now.in.Features, 0, 0},
-		{"claims", c.claims, now.claims, len(c.claims), len(now.claims)},
+	pairs := []struct {
+		what      string
+		want, got any
+	}{
+		{"slices", c.in.Slices, in.Slices},
+		{"classes", c.in.Classes, in.Classes},
+		{"nodes", c.in.Nodes, in.Nodes},
+		{"allocated claims", c.in.Allocated, in.Allocated},
+		{"taint rules", c.in.TaintRules, in.TaintRules},
+		{"features", c.in.Features, in.Features},
+		{"claims", c.claims, claims},
 	}
 	for _, p := range pairs {
-		if p.wantN != p.gotN {
-			return fmt.Errorf("%s: %d objects became %d", p.what, p.wantN, p.gotN)
-		}
-		want, got := reflect.ValueOf(p.want), reflect.ValueOf(p.got)
-		if want.Kind() != reflect.Slice {
-			if !reflect.DeepEqual(p.want, p.got) {
-				return fmt.Errorf("%s changed%s", p.what, where(reflect.ValueOf(p.want), reflect.ValueOf(p.got)))
-			}
-			continue
-		}
-		for i := 0; i < want.Len(); i++ {
-			w, g := want.Index(i).Interface(), got.Index(i).Interface()
-			if !reflect.DeepEqual(w, g) {
-				return fmt.Errorf("%s[%d] changed%s", p.what, i, where(reflect.ValueOf(w), reflect.ValueOf(g)))
-			}
+		if d := firstDifference(reflect.ValueOf(p.want), reflect.ValueOf(p.got), "", true); d != "" {
+			return fmt.Errorf("%s%s", p.what, d)
 		}
 	}
 	return nil
 }
 
-// where says where a and b differ, for an error message.
-func where(a, b reflect.Value) string {
-	if d := firstDifference(a, b, ""); d != "" {
-		return " at " + d
-	}
-	return ""
-}
-
 // firstDifference is the path of the first field where a and b differ,
-// unexported fields included (reflect.DeepEqual compares them too), with
-// both values; "" when they do not differ.
-func firstDifference(a, b reflect.Value, path string) string {
+// with both values; "" when they do not. Unexported fields count too, as
+// for reflect.DeepEqual, with one exception: there (exported false) a nil
+// and an empty slice are alike, because DeepCopy rebuilds a
+// resource.Quantity's big integer, whose zero may keep either, so a copy
+// would otherwise differ from its original.
+func firstDifference(a, b reflect.Value, path string, exported bool) string {
 	if !a.IsValid() || !b.IsValid() {
 		if a.IsValid() != b.IsValid() {
 			return path + ": set, now unset (or the reverse)"
@@ -119,26 +95,24 @@ func firstDifference(a, b reflect.Value, path string) string {
 			}
 			return ""
 		}
-		if a.Kind() == reflect.Pointer && a.Pointer() == b.Pointer() {
-			return ""
-		}
-		return firstDifference(a.Elem(), b.Elem(), path)
+		return firstDifference(a.Elem(), b.Elem(), path, exported)
 	case reflect.Struct:
 		for i := 0; i < a.NumField(); i++ {
-			if d := firstDifference(a.Field(i), b.Field(i), path+"."+a.Type().Field(i).Name); d != "" {
+			f := a.Type().Field(i)
+			if d := firstDifference(a.Field(i), b.Field(i), path+"."+f.Name, exported && f.IsExported()); d != "" {
 				return d
 			}
 		}
 		return ""
 	case reflect.Slice, reflect.Array:
-		if a.Kind() == reflect.Slice && a.IsNil() != b.IsNil() {
+		if a.Kind() == reflect.Slice && a.IsNil() != b.IsNil() && (exported || a.Len() > 0 || b.Len() > 0) {
 			return fmt.Sprintf("%s: nil %v, now nil %v", path, a.IsNil(), b.IsNil())
 		}
 		if a.Len() != b.Len() {
 			return fmt.Sprintf("%s: length %d, now %d", path, a.Len(), b.Len())
 		}
 		for i := 0; i < a.Len(); i++ {
-			if d := firstDifference(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i)); d != "" {
+			if d := firstDifference(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i), exported); d != "" {
 				return d
 			}
 		}
@@ -155,7 +129,7 @@ func firstDifference(a, b reflect.Value, path string) string {
 			if !bv.IsValid() {
 				return fmt.Sprintf("%s[%v]: removed", path, k)
 			}
-			if d := firstDifference(a.MapIndex(k), bv, fmt.Sprintf("%s[%v]", path, k)); d != "" {
+			if d := firstDifference(a.MapIndex(k), bv, fmt.Sprintf("%s[%v]", path, k), exported); d != "" {
 				return d
 			}
 		}
@@ -181,7 +155,7 @@ func firstDifference(a, b reflect.Value, path string) string {
 			return fmt.Sprintf("%s: %v, now %v", path, a.Float(), b.Float())
 		}
 	default:
-		return fmt.Sprintf("%s: a %s differs", path, a.Kind())
+		return fmt.Sprintf("%s: a %s, which this check cannot compare", path, a.Kind())
 	}
 	return ""
 }

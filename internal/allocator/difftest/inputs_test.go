@@ -71,16 +71,16 @@ func TestRunCatchesModifiedInputs(t *testing.T) {
 					}
 				}
 			}},
-			want: "NewSession modified its inputs: slices["},
+			want: `.Spec.SharedCounters[0].Counters[c].Value.s: "", now "`},
 		{name: "a node label",
 			eng:  meddler{onSession: func(in allocator.Inputs) { in.Nodes[0].Labels = map[string]string{"x": "y"} }},
-			want: ".ObjectMeta.Labels"},
+			want: "NewSession modified its inputs: nodes[0].ObjectMeta.Labels"},
 		{name: "an allocated claim's result",
 			eng:  meddler{onSession: func(in allocator.Inputs) { in.Allocated[0].Status.Allocation.Devices.Results[0].Device = "other" }},
-			want: "allocated claims[0] changed at .Status.Allocation.Devices.Results[0].Device"},
+			want: `allocated claims[0].Status.Allocation.Devices.Results[0].Device: "gpu-0", now "other"`},
 		{name: "the claim being allocated",
 			eng:  meddler{onAllocate: func(claim *resourceapi.ResourceClaim) { claim.Spec.Devices.Requests[0].Name += "-x" }},
-			want: "Allocate of claim c0 modified its inputs: claims[0] changed at .Spec.Devices.Requests[0].Name"},
+			want: `Allocate modified its inputs: claims[0].Spec.Devices.Requests[0].Name: "r0", now "r0-x"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
