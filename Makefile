@@ -92,6 +92,10 @@ difftest: ## Native vs upstream on $(DIFFTEST_CASES) generated cases under each 
 			-difftest.cases $(DIFFTEST_CASES) -difftest.features "$${set#*:}" || exit 1; \
 	done
 
+.PHONY: upstream-table
+upstream-table: ## Upstream's allocator test table (k8s.io/dynamic-resource-allocation allocatortesting, 283 cases) on the native engine, from the module cache.
+	hack/upstream-table.sh
+
 .PHONY: bench
 bench: bench-engines bench-pools bench-explain bench-fragmentation ## Benchmarks: engines side by side, pool validation at scale, explain, fragmentation.
 

@@ -299,6 +299,13 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			firstReason = fmt.Sprintf("node %s: %s", s.nodes[ni].Name, x.reason)
 		}
 	}
+	if firstReason == "" && start > 0 {
+		// Every node was passed over by the cursor: an earlier claim found
+		// them without free matching devices. Say why on the first, as
+		// that claim did (a pool not used, for one), not only that.
+		firstNode = 0
+		firstReason = fmt.Sprintf("node %s: %s", s.nodes[0].Name, s.shortOf(ctx, p, s.shortSlot(p), 0))
+	}
 	if firstReason == "" {
 		firstReason = "no node has enough free matching devices"
 		firstNode = -1
@@ -312,7 +319,7 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 		{n.short, "short of matching devices"},
 		{n.alike, "like a node searched in vain"},
 		{n.blocked, "next to an incomplete or invalid pool, with a request for all devices"},
-		{start, "without free matching devices since an earlier claim"},
+		{start, "without free matching devices, as an earlier claim found"},
 	} {
 		if c.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
@@ -389,6 +396,23 @@ func appendQuantity(key []byte, q resource.Quantity) []byte {
 		return binary.AppendVarint(append(key, 'i'), v)
 	}
 	return append(append(append(key, 's'), q.String()...), 0)
+}
+
+// shortSlot is the slot that keeps the cursor of central at its start:
+// the one whose every alternative has its first live candidate furthest
+// on, so it has none on the nodes before.
+func (s *Session) shortSlot(p *plan) int {
+	best, bestAt := 0, -1
+	for i := range p.slots {
+		least := s.candidates
+		for _, sb := range p.slots[i].subs {
+			least = min(least, sb.cs.firstLive)
+		}
+		if least > bestAt {
+			best, bestAt = i, least
+		}
+	}
+	return best
 }
 
 // shortOf says why slot i has too few candidates on node ni.

@@ -163,7 +163,7 @@ func (x *search) run(node int) (bool, error) {
 		if x.celFalse {
 			x.reason = "no combination of devices satisfies the CEL constraints"
 		} else {
-			x.reason = "constraints and counters leave no complete set of devices"
+			x.reason = "constraints and counters leave no complete set of devices" + x.distinctListsIgnored()
 		}
 	}
 	return ok, err
@@ -370,7 +370,7 @@ func (x *search) enterSub(i, b int, c []int32) (bool, error) {
 			if name, n, ok := x.lacking(i, sb, c, m); ok {
 				x.failf("request %s: constraint matchAttribute %s: none of the %d matching devices has that attribute", name, x.p.match[m], n)
 			} else {
-				x.failf("request %s: no value of %s is shared by enough devices", sb.name, x.p.match[m])
+				x.failf("request %s: no value of %s is shared by enough devices%s", sb.name, x.p.match[m], x.listsIgnored(sb, c, x.p.match[m], listsMatchNothing))
 			}
 		}
 		for _, v := range values {
