@@ -92,12 +92,20 @@ difftest: ## Native vs upstream on $(DIFFTEST_CASES) generated cases under each 
 			-difftest.cases $(DIFFTEST_CASES) -difftest.features "$${set#*:}" || exit 1; \
 	done
 
+.PHONY: upstream-table
+upstream-table: ## Upstream's allocator test table (k8s.io/dynamic-resource-allocation allocatortesting, 283 cases) on the native engine, from the module cache.
+	hack/upstream-table.sh
+
 .PHONY: bench
-bench: bench-engines bench-pools bench-explain ## Benchmarks: engines side by side, pool validation at scale, explain.
+bench: bench-engines bench-pools bench-explain bench-fragmentation ## Benchmarks: engines side by side, pool validation at scale, explain, fragmentation.
 
 .PHONY: bench-engines
 bench-engines: ## The engine harness: native and upstream on the same inputs, with ratios (BENCH_FLAGS=-quick for 20 s budgets).
 	go run ./test/bench $(BENCH_FLAGS)
+
+.PHONY: bench-fragmentation
+bench-fragmentation: ## Arrivals and departures (10,000 per sequence: MIG, multi-host slices, gangs) replayed by kube-scheduler's first fit and the native engine's FirstFit and Pack; `make test` runs a short version (test/bench/frag TestQuick). FRAG_FLAGS='-load 1.2 -arrivals 20000' to change them.
+	go run ./test/bench -fragmentation $(FRAG_FLAGS)
 
 .PHONY: bench-explain
 bench-explain: ## kubectl dra explain for one claim on 500 nodes x 8 devices beside its plain allocation (budget 1 s).

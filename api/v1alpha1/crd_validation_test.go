@@ -97,3 +97,47 @@ central:
 		})
 	}
 }
+
+// TestDriverSpecValidation evaluates the CEL rules of a spec.drivers entry
+// on examples: the nvidia options belong to the nvidia-gpu profile only.
+func TestDriverSpecValidation(t *testing.T) {
+	crd := loadDRAStackCRD(t)
+	var props *apiextensions.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == "v1alpha1" && v.Schema != nil {
+			props = v.Schema.OpenAPIV3Schema
+		}
+	}
+	if props == nil {
+		props = crd.Spec.Validation.OpenAPIV3Schema
+	}
+	driverProps := *props.Properties["spec"].Properties["drivers"].Items.Schema
+	structural, err := schema.NewStructural(&driverProps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validator := cel.NewValidator(structural, false, celconfig.PerCallLimit)
+	for _, tc := range []struct {
+		name, driver, wantErr string
+	}{
+		{name: "nvidia-gpu with options", driver: `{name: gpu.nvidia.com, profile: nvidia-gpu, nvidia: {driverRoot: /run/nvidia/driver, plugins: [ComputeDomains]}}`},
+		{name: "nvidia options on amd-gpu", driver: `{name: gpu.amd.com, profile: amd-gpu, nvidia: {driverRoot: /run/nvidia/driver}}`, wantErr: "nvidia configures the nvidia-gpu profile only"},
+		{name: "amd-gpu without options", driver: `{name: gpu.amd.com, profile: amd-gpu}`},
+		{name: "custom without image", driver: `{name: fpga.acme.io, profile: custom}`, wantErr: "image is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var obj map[string]any
+			if err := yaml.Unmarshal([]byte(tc.driver), &obj); err != nil {
+				t.Fatal(err)
+			}
+			errs, _ := validator.Validate(context.Background(), field.NewPath("spec", "drivers").Index(0), structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			got := errs.ToAggregate()
+			switch {
+			case tc.wantErr == "" && got != nil:
+				t.Errorf("unexpected error: %v", got)
+			case tc.wantErr != "" && (got == nil || !strings.Contains(got.Error(), tc.wantErr)):
+				t.Errorf("error = %v, want %q", got, tc.wantErr)
+			}
+		})
+	}
+}

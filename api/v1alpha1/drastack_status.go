@@ -250,7 +250,9 @@ type DriverStatus struct {
 	// WaitingForSlices, NoMatchingNodes (the nodeSelector or the profile's
 	// node affinity leaves no node), ImagePullBackOff, ErrImagePull,
 	// CrashLoopBackOff, NotPublishing, RolloutStalled, ApplyConflict,
-	// ApplyFailed, InvalidSpec, FeatureMissing, Removing.
+	// ApplyFailed, InvalidSpec, FeatureMissing, DevicePluginConflict (the
+	// nvidia-gpu GPU plugin is kept off nodes where NVIDIA's device plugin
+	// serves nvidia.com/gpu), Removing.
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// message explains the driver's state.
@@ -261,7 +263,8 @@ type DriverStatus struct {
 // DriverRemovalStatus reports a driver removal that waits for claims.
 type DriverRemovalStatus struct {
 	// phase of the removal: Tainting (new allocations are being stopped),
-	// Draining (allocated claims still use the devices), Deleting (the
+	// Draining (allocated claims still use the devices, or custom
+	// resources of the profile's definitions exist), Deleting (the
 	// workloads are being deleted), Cleaning (leftover ResourceSlices and
 	// the taint are being deleted).
 	Phase string `json:"phase"`
@@ -276,6 +279,19 @@ type DriverRemovalStatus struct {
 	// driver's devices, including those not listed.
 	// +optional
 	BlockingClaimCount int32 `json:"blockingClaimCount,omitempty"`
+	// blockingResources are custom resources ("Kind namespace/name") of
+	// the CustomResourceDefinitions the driver's profile installs, for
+	// example NVIDIA ComputeDomains, that a Drain removal waits for: the
+	// driver's controller must still run to finalize them, and the
+	// definitions are never deleted while they have custom resources. At
+	// most 20 are listed.
+	// +listType=atomic
+	// +optional
+	BlockingResources []string `json:"blockingResources,omitempty"`
+	// blockingResourceCount is how many such custom resources exist,
+	// including those not listed.
+	// +optional
+	BlockingResourceCount int32 `json:"blockingResourceCount,omitempty"`
 	// policy is the removal policy in force: Drain or Force.
 	// +optional
 	Policy RemovalPolicy `json:"policy,omitempty"`

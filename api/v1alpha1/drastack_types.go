@@ -77,7 +77,7 @@ type DRAStackSpec struct {
 }
 
 // DriverProfile names a built-in way of deploying a DRA driver.
-// +kubebuilder:validation:Enum=example;nvidia-gpu;custom
+// +kubebuilder:validation:Enum=example;nvidia-gpu;amd-gpu;intel-gpu;dranet;custom
 type DriverProfile string
 
 // Built-in driver profiles.
@@ -86,6 +86,13 @@ const (
 	DriverProfileExample DriverProfile = "example"
 	// DriverProfileNVIDIAGPU is the NVIDIA DRA driver for GPUs.
 	DriverProfileNVIDIAGPU DriverProfile = "nvidia-gpu"
+	// DriverProfileAMDGPU is AMD's DRA driver for GPUs (ROCm).
+	DriverProfileAMDGPU DriverProfile = "amd-gpu"
+	// DriverProfileIntelGPU is Intel's GPU resource driver.
+	DriverProfileIntelGPU DriverProfile = "intel-gpu"
+	// DriverProfileDRANET is dranet, the kubernetes-sigs DRA driver for
+	// network interfaces.
+	DriverProfileDRANET DriverProfile = "dranet"
 	// DriverProfileCustom is any kubelet plugin described by image, args and mounts.
 	DriverProfileCustom DriverProfile = "custom"
 )
@@ -104,6 +111,7 @@ const (
 
 // DriverSpec declares one DRA driver.
 // +kubebuilder:validation:XValidation:rule="self.profile != 'custom' || (has(self.image) && size(self.image) > 0)",message="image is required when profile is custom"
+// +kubebuilder:validation:XValidation:rule="!has(self.nvidia) || self.profile == 'nvidia-gpu'",message="nvidia configures the nvidia-gpu profile only"
 type DriverSpec struct {
 	// name is the DRA driver name, as used in ResourceSlices and device
 	// classes, for example gpu.example.com.
@@ -113,14 +121,28 @@ type DriverSpec struct {
 	Name string `json:"name"`
 
 	// profile selects the built-in manifests used to deploy the driver.
-	// What each profile needs of the nodes it runs on:
+	// Each vendor profile deploys the vendor's release as its own chart does
+	// (the README lists the release, what is installed and how it was
+	// checked) and needs the driver name the vendor's plugin publishes
+	// under. What each profile needs of the nodes it runs on:
 	// example: the dra-example-driver; runs on every node the nodeSelector
 	// picks, needs nothing on the node (it publishes simulated GPUs).
-	// nvidia-gpu: the NVIDIA DRA driver; besides the nodeSelector, a node
-	// must carry feature.node.kubernetes.io/pci-10de.present=true (Node
-	// Feature Discovery) or nvidia.com/gpu.present=true (GPU operator), a
-	// required node affinity of the profile, and have the NVIDIA driver
-	// installed under /; the name must be gpu.nvidia.com.
+	// nvidia-gpu: NVIDIA's DRA driver (GPUs and ComputeDomains, see nvidia);
+	// name gpu.nvidia.com; a node must carry one of the labels Node Feature
+	// Discovery or the GPU Operator set on NVIDIA GPU nodes
+	// (feature.node.kubernetes.io/pci-10de.present=true, ...) and have the
+	// NVIDIA driver installed under nvidia.driverRoot.
+	// amd-gpu: AMD's DRA driver; name gpu.amd.com; a node must carry an AMD
+	// PCI label of Node Feature Discovery (feature.node.kubernetes.io/pci-1002.present=true, ...)
+	// or the AMD GPU Operator's feature.node.kubernetes.io/amd-gpu=true and
+	// have the amdgpu kernel driver loaded.
+	// intel-gpu: Intel's GPU resource driver; name gpu.intel.com; a node must
+	// carry intel.feature.node.kubernetes.io/gpu=true or an Intel display
+	// PCI label of Node Feature Discovery, and run Intel's XPU Manager
+	// daemon (xpumd) for the health monitoring the chart turns on.
+	// dranet: the kubernetes-sigs network driver; name dra.net; runs on
+	// every node the nodeSelector picks (host network); the container
+	// runtime must have NRI enabled.
 	// custom: any kubelet plugin; image is required, it runs on every node
 	// the nodeSelector picks.
 	// A driver whose nodeSelector and profile together match no node is
@@ -212,11 +234,96 @@ type DriverSpec struct {
 	RequiredFeatures []string `json:"requiredFeatures,omitempty"`
 
 	// removalPolicy says what happens when the driver is removed while
-	// allocated claims still use its devices: Drain waits for them to be
-	// released, Force removes the driver at once.
+	// allocated claims still use its devices, or custom resources of the
+	// CustomResourceDefinitions its profile installs still exist: Drain
+	// waits for them to be released and deleted (the driver's controller
+	// keeps running meanwhile, to finalize them), Force removes the driver
+	// at once and keeps a CustomResourceDefinition that still has custom
+	// resources (only its drastack labels are removed). A
+	// CustomResourceDefinition is never deleted while it has custom
+	// resources.
 	// +kubebuilder:default=Drain
 	// +optional
 	RemovalPolicy RemovalPolicy `json:"removalPolicy,omitempty"`
+
+	// nvidia configures the nvidia-gpu profile: where the NVIDIA driver is
+	// on the node, which of its kubelet plugins run, its feature gates, and
+	// what happens on nodes where NVIDIA's device plugin hands out GPUs.
+	// +optional
+	NVIDIA *NVIDIAOptions `json:"nvidia,omitempty"`
+}
+
+// NVIDIAPlugin names one of the kubelet plugins of NVIDIA's DRA driver.
+// +kubebuilder:validation:Enum=GPUs;ComputeDomains
+type NVIDIAPlugin string
+
+// NVIDIA kubelet plugins.
+const (
+	// NVIDIAPluginGPUs is the gpu.nvidia.com plugin: GPUs and MIG devices.
+	NVIDIAPluginGPUs NVIDIAPlugin = "GPUs"
+	// NVIDIAPluginComputeDomains is the compute-domain.nvidia.com plugin
+	// with the ComputeDomain controller (Multi-Node NVLink).
+	NVIDIAPluginComputeDomains NVIDIAPlugin = "ComputeDomains"
+)
+
+// DevicePluginNodePolicy says whether NVIDIA's GPU plugin runs on a node
+// where NVIDIA's device plugin serves nvidia.com/gpu.
+// +kubebuilder:validation:Enum=Refuse;Allow
+type DevicePluginNodePolicy string
+
+// Device plugin node policies.
+const (
+	// DevicePluginNodesRefuse keeps the kubelet plugin off such nodes and
+	// reports them.
+	DevicePluginNodesRefuse DevicePluginNodePolicy = "Refuse"
+	// DevicePluginNodesAllow runs the GPU plugin there anyway.
+	DevicePluginNodesAllow DevicePluginNodePolicy = "Allow"
+)
+
+// NVIDIAOptions configures the nvidia-gpu profile: what NVIDIA's chart
+// makes configurable and users change.
+type NVIDIAOptions struct {
+	// driverRoot is where the NVIDIA GPU driver is installed on the node:
+	// / (the default) when it is installed on the host, /run/nvidia/driver
+	// when the NVIDIA GPU Operator's driver container installs it. The
+	// kubelet plugin waits in its init container until the driver is found
+	// there.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/`
+	// +optional
+	DriverRoot string `json:"driverRoot,omitempty"`
+	// plugins are the kubelet plugins to run: GPUs (gpu.nvidia.com: GPUs
+	// and MIG devices) and ComputeDomains (compute-domain.nvidia.com with
+	// its controller). Default: both. The DeviceClasses follow: without GPUs
+	// there are no gpu, mig and vfio classes, without ComputeDomains no
+	// compute-domain classes and no controller. With the NVIDIA device
+	// plugin handing out the GPUs (the GPU Operator's default), run
+	// ComputeDomains only.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +optional
+	Plugins []NVIDIAPlugin `json:"plugins,omitempty"`
+	// featureGates of the driver (name: enabled), passed to the kubelet
+	// plugins and the controller as FEATURE_GATES. Names the pinned
+	// release does not know, and combinations it refuses, are reported as
+	// SpecValid False. MPSSupport also lets the GPU plugin manage the
+	// MPS control daemon Deployments in the driver namespace;
+	// PassthroughSupport mounts the host's root, /sys and /proc into it;
+	// DynamicMIG makes it publish shared counters (partitionable devices).
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	FeatureGates map[string]bool `json:"featureGates,omitempty"`
+	// devicePluginNodes says what to do on a node where NVIDIA's device
+	// plugin serves nvidia.com/gpu (its capacity is above zero) while the
+	// GPU plugin is enabled: both would hand out the same GPUs. Refuse (the
+	// default) keeps the kubelet plugin off such nodes and reports them in
+	// the DriversReady condition (reason DevicePluginConflict); Allow runs
+	// it there anyway, for nodes where the device plugin is known to hand
+	// out no GPU the DRA driver publishes.
+	// +kubebuilder:default=Refuse
+	// +optional
+	DevicePluginNodes DevicePluginNodePolicy `json:"devicePluginNodes,omitempty"`
 }
 
 // HostPathMount mounts a host path into the kubelet-plugin container.
@@ -258,6 +365,13 @@ type DeviceClassSpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
 	Config []resourcev1.DeviceClassConfiguration `json:"config,omitempty"`
+	// extendedResourceName lets pods that request this extended resource
+	// (for example nvidia.com/gpu) get devices of the class through DRA
+	// on nodes where no device plugin serves it (KEP-5004; the API server
+	// drops the field where the DRAExtendedResource feature is off).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ExtendedResourceName *string `json:"extendedResourceName,omitempty"`
 }
 
 // DriverUpdateStrategy controls the kubelet-plugin rollout.

@@ -56,6 +56,12 @@ type Options struct {
 	// MaxSteps bounds the search (devices tried); 0 means the engine default.
 	// Exceeding it fails with ErrSearchBound instead of running away.
 	MaxSteps int64
+	// Policy chooses among the placements that fit (see PlacementPolicy);
+	// empty means PlacementFirstFit, kube-scheduler's behaviour, so that
+	// callers comparing engines get the same answers as before. The
+	// upstream engine places first fit whatever the policy: it is
+	// kube-scheduler's allocator, and that is what it does.
+	Policy PlacementPolicy
 }
 
 // Result is the allocation of one claim.

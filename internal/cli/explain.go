@@ -42,8 +42,9 @@ alike nodes; an allocated claim is explained where it is, with its
 devices. The output is described in docs/cli-explain.md.
 
 Exit codes: 0 done (also when the claim cannot be allocated), 1 input that
-cannot be read or decoded, or a cluster that cannot be read, 2 usage error
-(also a claim not in the files).
+cannot be read or decoded, a cluster that cannot be read, or a claim or
+pod that is not in the files or the cluster (the message names it), 2
+usage error.
 `
 
 // explainClaim runs kubectl dra explain on files.
@@ -117,7 +118,9 @@ func (a *App) explainClaim(ctx context.Context, args []string) error {
 		}
 	}
 	if target == nil {
-		return fs.usagef("claim %s/%s is not in the files", *namespace, name)
+		// An object that does not exist, as live (exit 1), not a usage
+		// error: the command line was right.
+		return fmt.Errorf("claim %s/%s is not in the files", *namespace, name)
 	}
 	rep, err := explainOne(ctx, a.Engines[defaultEngine](), in, target, allocated, *timeout, features)
 	if err != nil {

@@ -117,7 +117,7 @@ func TestExplainLive(t *testing.T) {
 	if len(res.Explanations) != 1 || res.Explanations[0].Fits || res.Features != "Kubernetes 1.37's defaults" || res.Pod != "" {
 		t.Fatalf("claim/big: %s", js)
 	}
-	containsAll(t, "claim/big verdict", res.Explanations[0].Verdict, "request gpu: no devices", "4 needed")
+	containsAll(t, "claim/big verdict", res.Explanations[0].Verdict, "request gpu: 2 devices on node-1; 4 needed")
 
 	code, out, stderr = run(t, "", c, "explain", "claim/held", "-n", "ml")
 	if code != ExitOK {

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -35,12 +37,35 @@ func TestExplainClaimUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"explain", "-f", "testdata/explain/base.yaml"},
 		{"explain", "-f", "testdata/explain/base.yaml", "node/x"},
-		{"explain", "-f", "testdata/explain/base.yaml", "claim/missing"},
 		{"explain", "-f", "testdata/explain/base.yaml", "pod/x", "--kubeconfig", "k"},
 		{"explain", "-f", "testdata/explain/base.yaml", "claim/one", "--context", "c"},
 	} {
 		if code, _, _ := run(t, "", nil, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
+		}
+	}
+}
+
+// TestExplainClaimNotInFiles: a claim that is not in the files is an
+// object that does not exist, as live: exit 1 with a message naming it, no
+// usage text; docs/cli-explain.md and the help text say so.
+func TestExplainClaimNotInFiles(t *testing.T) {
+	code, stdout, stderr := run(t, "", nil, "explain", "-f", "testdata/explain/base.yaml", "claim/missing", "-n", "ml")
+	if code != ExitInvalidInput {
+		t.Errorf("exit %d, want %d", code, ExitInvalidInput)
+	}
+	if want := "error: claim ml/missing is not in the files\n"; stderr != want || stdout != "" {
+		t.Errorf("stdout %q, stderr %q; want only %q on stderr", stdout, stderr, want)
+	}
+	// The contract, in the docs and the help text alike.
+	const rule = "1 input that cannot be read or decoded, a cluster that cannot be read, or a claim or pod that is not in the files or the cluster (the message names it), 2 usage error"
+	docs, err := os.ReadFile("../../docs/cli-explain.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range map[string]string{"docs/cli-explain.md": string(docs), "explain --help": explainSynopsis} {
+		if !strings.Contains(strings.Join(strings.Fields(text), " "), rule) {
+			t.Errorf("%s does not state the exit codes as %q", what, rule)
 		}
 	}
 }

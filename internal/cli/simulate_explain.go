@@ -215,6 +215,14 @@ func stepDetail(s explain.Step) string {
 			c = append(c, fmt.Sprintf("%s %s/%s: needs %s, %s left", cs.Pool, cs.CounterSet, cs.Counter, cs.Needed, cs.Left))
 		}
 		return strings.Join(c, "; ")
+	case len(s.Reasons) > 0:
+		return strings.Join(s.Reasons, "; ")
+	case len(s.Capacities) > 0:
+		var c []string
+		for _, cs := range s.Capacities {
+			c = append(c, cs.String())
+		}
+		return strings.Join(c, "; ")
 	}
 	return ""
 }

@@ -8,24 +8,43 @@ import (
 	"testing"
 )
 
-// explainScenarios are the obstacles of issue 13, one file each, run on
-// testdata/explain/base.yaml, with words the verdict must contain.
+// explainScenarios are the obstacles of issues 13 and 21, one file each,
+// run on testdata/explain/base.yaml (with args, under other feature
+// gates), with words the verdict must contain: each file's single
+// obstacle is known by construction, so the verdict must name it.
 var explainScenarios = []struct {
 	name string
 	want []string
+	args []string
 }{
-	{"selector", []string{"request gpu: 2 devices match the class on node-1, node-2, 0 after selector 1", `quantity("160Gi")`}},
-	{"class", []string{"0 after class nic.example.com selector 1"}},
-	{"taint", []string{"0 after taints not tolerated"}},
-	{"allocated", []string{"0 after devices allocated to ml/team-a"}},
-	{"counter", []string{"on node-3", "counter set mem counter memory needs 30Gi, 10Gi left"}},
-	{"match-attribute", []string{"on node-1", "no value of gpu.example.com/numa is shared by enough devices"}},
-	{"distinct-attribute", []string{"on node-2", "fewer than 2 different values of gpu.example.com/numa"}},
-	{"cel-constraint", []string{"enough devices for every request", "CEL constraints"}},
-	{"invalid-pool", []string{"on node-1", "pools not used: broken.example.com/node-1-broken (Invalid, MissingCounterSet)"}},
-	{"incomplete-pool", []string{"on node-2", "pools not used: fpga.example.com/node-2-fpga (Incomplete, IncompletePool: 1 of 2 slices)"}},
-	{"capacity", []string{"on node-4", "0 after capacity left on shared devices"}},
-	{"fits", []string{"fits on node-2: default/h100 gpu: gpu.example.com/node-2/gpu-0"}},
+	{"selector", []string{"request gpu: 2 devices match the class on node-1, node-2, 0 after selector 1", `quantity("160Gi")`}, nil},
+	{"class", []string{"0 after class nic.example.com selector 1"}, nil},
+	{"taint", []string{"0 after taints not tolerated"}, nil},
+	{"allocated", []string{"0 after devices allocated to ml/team-a"}, nil},
+	{"counter", []string{"on node-3", "counter set mem counter memory needs 30Gi, 10Gi left"}, nil},
+	{"match-attribute", []string{"on node-1", "no value of gpu.example.com/numa is shared by enough devices"}, nil},
+	{"distinct-attribute", []string{"on node-2", "fewer than 2 different values of gpu.example.com/numa"}, nil},
+	{"cel-constraint", []string{"enough devices for every request", "CEL constraints"}, nil},
+	{"invalid-pool", []string{"on node-1", "pools not used: broken.example.com/node-1-broken (Invalid, MissingCounterSet)"}, nil},
+	{"incomplete-pool", []string{"on node-2", "pools not used: fpga.example.com/node-2-fpga (Incomplete, IncompletePool: 1 of 2 slices)"}, nil},
+	{"capacity", []string{"on node-4", "0 after capacity left on shared devices (vnic.example.com/node-4/nic-0 capacity bandwidth needs 40G, 20G left)"}, nil},
+	{"fits", []string{"fits on node-2: default/h100 gpu: gpu.example.com/node-2/gpu-0"}, nil},
+	// Issue 21: counts on the first step, the closest miss by candidates
+	// left, the cause first for a missing class, and gates that are off.
+	{"too-few", []string{"request gpus: 2 devices on node-1, node-2; 3 needed"}, nil},
+	{"closest-left", []string{"enough devices for every request on node-7, but request accs: fewer than 3 different values of acc.example.com/numa"}, nil},
+	{"missing-class", []string{`request fpga: device class "fpga.example.com" does not exist`}, nil},
+	{"gate-list", []string{"on node-5", "no value of resource.kubernetes.io/pcieRoot is shared by enough devices (DRAListTypeAttributes is off: a device's list of values matches no other device)"}, nil},
+	{"gate-node-operations", []string{"on node-5", "0 after devices refused (DRAOptionalNodeOperations is off: the device's slice skips node operations)"},
+		[]string{"--features", "DRAListTypeAttributes=true"}},
+	{"gate-compat-groups", []string{"on node-1", "pools not used: part.example.com/node-1-part (Invalid, FeatureGateDisabled: DRADeviceCompatibilityGroups is off and slice node-1-parts declares compatibility groups)"}, nil},
+	{"gate-partitionable", []string{"on node-5", "0 after devices refused (DRAPartitionableDevices is off: the device consumes counters)",
+		"pools not used: part.example.com/shared (FeatureGateDisabled: DRAPartitionableDevices is off and slice node-5-shared selects nodes per device)"},
+		[]string{"--features", "DRAPartitionableDevices=false"}},
+	{"gate-binding", []string{"on node-5", "0 after devices refused (DRADeviceBindingConditions and DRAResourceClaimDeviceStatus are not both on: the device has binding conditions)"},
+		[]string{"--features", "DRADeviceBindingConditions=false"}},
+	{"gate-claim", []string{"invalid claim", "spec.devices.requests[0].exactly.adminAccess", "the DRAAdminAccess feature is disabled"},
+		[]string{"--features", "DRAAdminAccess=false"}},
 }
 
 // TestSimulateExplainSeedScenarios pins simulate --explain for the seed
@@ -60,7 +79,7 @@ func firstLine(s string) string {
 func TestSimulateExplainGolden(t *testing.T) {
 	for _, sc := range explainScenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			files := []string{"-f", "testdata/explain/base.yaml", "-f", "testdata/explain/" + sc.name + ".yaml"}
+			files := append([]string{"-f", "testdata/explain/base.yaml", "-f", "testdata/explain/" + sc.name + ".yaml"}, sc.args...)
 			code, table, stderr := run(t, "", nil, append([]string{"simulate", "--explain"}, files...)...)
 			if code != ExitOK {
 				t.Fatalf("exit %d: %s", code, stderr)

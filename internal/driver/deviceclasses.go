@@ -36,6 +36,10 @@ func deviceClasses(specs []v1alpha1.DeviceClassSpec, driverNames []string) []*re
 		for _, c := range s.Config {
 			dc.Spec.Config = append(dc.Spec.Config, *c.DeepCopy())
 		}
+		if s.ExtendedResourceName != nil {
+			name := *s.ExtendedResourceName
+			dc.Spec.ExtendedResourceName = &name
+		}
 		out = append(out, dc)
 	}
 	return out

@@ -31,6 +31,33 @@ var goldenCases = []struct {
 	{name: "nvidia-gpu", in: Input{Stack: "default", Namespace: "drastack-drivers", Driver: v1alpha1.DriverSpec{
 		Name: "gpu.nvidia.com", Profile: v1alpha1.DriverProfileNVIDIAGPU,
 	}}},
+	{name: "nvidia-gpu-options", in: Input{Stack: "default", Namespace: "drastack-drivers",
+		Driver: v1alpha1.DriverSpec{
+			Name: "gpu.nvidia.com", Profile: v1alpha1.DriverProfileNVIDIAGPU,
+			NVIDIA: &v1alpha1.NVIDIAOptions{
+				DriverRoot:   NVIDIAGPUOperatorDriverRoot,
+				FeatureGates: map[string]bool{"MPSSupport": true, "PassthroughSupport": true, "TimeSlicingSettings": true},
+			},
+		},
+		// gpu-2 is no GPU node (no NVIDIA label), so only gpu-1 is refused.
+		Nodes: []NodeFacts{
+			{Name: "gpu-1", Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Resources: []string{NVIDIADevicePluginResource}},
+			{Name: "gpu-2", Resources: []string{NVIDIADevicePluginResource}},
+		},
+	}},
+	{name: "nvidia-gpu-compute-domains", in: Input{Stack: "default", Namespace: "drastack-drivers", Driver: v1alpha1.DriverSpec{
+		Name: "gpu.nvidia.com", Profile: v1alpha1.DriverProfileNVIDIAGPU,
+		NVIDIA: &v1alpha1.NVIDIAOptions{Plugins: []v1alpha1.NVIDIAPlugin{v1alpha1.NVIDIAPluginComputeDomains}},
+	}}},
+	{name: "amd-gpu", in: Input{Stack: "default", Namespace: "drastack-drivers", Driver: v1alpha1.DriverSpec{
+		Name: AMDDriver, Profile: v1alpha1.DriverProfileAMDGPU,
+	}}},
+	{name: "intel-gpu", in: Input{Stack: "default", Namespace: "drastack-drivers", Driver: v1alpha1.DriverSpec{
+		Name: IntelDriver, Profile: v1alpha1.DriverProfileIntelGPU,
+	}}},
+	{name: "dranet", in: Input{Stack: "default", Namespace: "drastack-drivers", Driver: v1alpha1.DriverSpec{
+		Name: DRANETDriver, Profile: v1alpha1.DriverProfileDRANET,
+	}}},
 	{name: "custom", in: Input{Stack: "default", Namespace: "dra", Driver: v1alpha1.DriverSpec{
 		Name:    "fpga.acme.io",
 		Profile: v1alpha1.DriverProfileCustom,

@@ -26,6 +26,14 @@ import (
 // turns a profile base into one driver's objects.
 const renderDir = "/render"
 
+// fixedDir is the folder of a profile base that holds the objects whose
+// names the driver itself expects (a CustomResourceDefinition, the
+// ServiceAccount NVIDIA's compute-domain controller names in the DaemonSets
+// it creates): they get the namespace, labels and patches of the render,
+// but not the driver's name prefix. The profile's own kustomization does
+// not list it.
+const fixedDir = "fixed"
+
 // kustomization is what the generated kustomization sets.
 type kustomization struct {
 	Namespace string
@@ -39,6 +47,14 @@ type kustomization struct {
 type workload struct {
 	daemonSet  *appsv1.DaemonSet
 	deployment *appsv1.Deployment
+}
+
+// baseObject is one object of a profile base on its way into kustomize:
+// every object as unstructured, and DaemonSets and Deployments also typed
+// (changes go to the typed object then).
+type baseObject struct {
+	u *unstructured.Unstructured
+	workload
 }
 
 // apply sets the DRAStack fields: plugin fields on the kubelet-plugin
@@ -56,23 +72,43 @@ func (w workload) apply(spec *v1alpha1.DriverSpec, plugins []string, path *field
 	return nil
 }
 
+// tuner changes (or drops, returning false) one object of a profile base
+// before kustomize sees it.
+type tuner func(*baseObject) (keep bool, err error)
+
 // build copies the shared base and the profile's base into an in-memory
-// file system with the tokens replaced and the DRAStack fields set on its
-// workloads, writes the kustomization that applies the user's patches, the
-// namespace, the name prefix and the labels, and runs kustomize on it.
-func build(profile v1alpha1.DriverProfile, tokens *strings.Replacer, fields func(workload) error, k kustomization) ([]*unstructured.Unstructured, error) {
+// file system with the tokens replaced and every object passed through
+// tune, writes the kustomizations that apply the name prefix (to all but
+// the profile's fixed-name objects), the user's patches, the namespace and
+// the labels, and runs kustomize on them.
+func build(profile v1alpha1.DriverProfile, tokens *strings.Replacer, tune tuner, k kustomization) ([]*unstructured.Unstructured, error) {
 	mem := filesys.MakeFsInMemory()
 	for _, dir := range []string{commonDir, string(profile)} {
-		if err := copyBase(mem, dir, tokens, fields); err != nil {
+		if err := copyBase(mem, dir, tokens, tune); err != nil {
 			return nil, err
 		}
 	}
-	data, err := yaml.Marshal(k.document(string(profile)))
-	if err != nil {
-		return nil, fmt.Errorf("encode kustomization: %w", err)
+	prefixed := map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1",
+		"kind":       "Kustomization",
+		"resources":  []string{path.Join("..", "..", profilesRoot, string(profile))},
+		"namePrefix": k.Prefix,
 	}
-	if err := mem.WriteFile(path.Join(renderDir, "kustomization.yaml"), data); err != nil {
-		return nil, fmt.Errorf("write kustomization: %w", err)
+	resources := []string{"prefixed"}
+	if _, err := fs.Stat(profileFiles, path.Join(profilesRoot, string(profile), fixedDir)); err == nil {
+		resources = append(resources, path.Join("..", profilesRoot, string(profile), fixedDir))
+	}
+	for file, doc := range map[string]map[string]any{
+		path.Join(renderDir, "prefixed", "kustomization.yaml"): prefixed,
+		path.Join(renderDir, "kustomization.yaml"):             k.document(resources),
+	} {
+		data, err := yaml.Marshal(doc)
+		if err != nil {
+			return nil, fmt.Errorf("encode kustomization: %w", err)
+		}
+		if err := mem.WriteFile(file, data); err != nil {
+			return nil, fmt.Errorf("write kustomization: %w", err)
+		}
 	}
 	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, renderDir)
 	if err != nil {
@@ -99,14 +135,16 @@ func build(profile v1alpha1.DriverProfile, tokens *strings.Replacer, fields func
 	return objs, nil
 }
 
-// document is the kustomization.yaml of a render.
-func (k kustomization) document(profile string) map[string]any {
+// document is the top kustomization.yaml of a render: the prefixed base
+// and the fixed-name objects, with the namespace, labels and patches. The
+// patches name objects by their base names: kustomize matches the names
+// objects had before the prefix too.
+func (k kustomization) document(resources []string) map[string]any {
 	doc := map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1",
 		"kind":       "Kustomization",
-		"resources":  []string{path.Join("..", profilesRoot, profile)},
+		"resources":  resources,
 		"namespace":  k.Namespace,
-		"namePrefix": k.Prefix,
 		"labels": []map[string]any{{
 			"pairs":            k.Labels,
 			"includeSelectors": false,
@@ -137,8 +175,8 @@ func (k kustomization) document(profile string) map[string]any {
 }
 
 // copyBase copies profiles/<dir> from the embedded files to the same path
-// in mem, replacing tokens and setting the DRAStack fields on workloads.
-func copyBase(mem filesys.FileSystem, dir string, tokens *strings.Replacer, fields func(workload) error) error {
+// in mem, replacing tokens and passing every object through tune.
+func copyBase(mem filesys.FileSystem, dir string, tokens *strings.Replacer, tune tuner) error {
 	root := path.Join(profilesRoot, dir)
 	return fs.WalkDir(profileFiles, root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -153,7 +191,7 @@ func copyBase(mem filesys.FileSystem, dir string, tokens *strings.Replacer, fiel
 		}
 		text := []byte(tokens.Replace(string(raw)))
 		if path.Base(p) != "kustomization.yaml" {
-			if text, err = setWorkloadFields(text, fields); err != nil {
+			if text, err = tuneObjects(text, tune); err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
@@ -164,13 +202,13 @@ func copyBase(mem filesys.FileSystem, dir string, tokens *strings.Replacer, fiel
 	})
 }
 
-// setWorkloadFields rewrites the DaemonSets and Deployments of a
-// multi-document YAML file through fields; files without workloads are
-// returned unchanged, comments and all.
-func setWorkloadFields(text []byte, fields func(workload) error) ([]byte, error) {
+// tuneObjects passes every object of a multi-document YAML file through
+// tune and writes the ones it keeps back. DaemonSets and Deployments are
+// decoded strictly: a field the API does not know is a mistake in the
+// profile, not something to send.
+func tuneObjects(text []byte, tune tuner) ([]byte, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(text), 4096)
 	var docs [][]byte
-	changed := false
 	for {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
@@ -182,44 +220,43 @@ func setWorkloadFields(text []byte, fields func(workload) error) ([]byte, error)
 		if len(raw) == 0 || string(raw) == "null" {
 			continue
 		}
-		var head struct {
-			Kind string `json:"kind"`
-		}
-		if err := json.Unmarshal(raw, &head); err != nil {
+		obj := &baseObject{u: &unstructured.Unstructured{}}
+		if err := obj.u.UnmarshalJSON(raw); err != nil {
 			return nil, fmt.Errorf("parse: %w", err)
 		}
-		var obj runtime.Object
-		var w workload
-		switch head.Kind {
+		var typed runtime.Object
+		switch obj.u.GetKind() {
 		case "DaemonSet":
-			w.daemonSet = &appsv1.DaemonSet{}
-			obj = w.daemonSet
+			obj.daemonSet = &appsv1.DaemonSet{}
+			typed = obj.daemonSet
 		case "Deployment":
-			w.deployment = &appsv1.Deployment{}
-			obj = w.deployment
+			obj.deployment = &appsv1.Deployment{}
+			typed = obj.deployment
 		}
-		if obj != nil {
+		if typed != nil {
 			strict := json.NewDecoder(bytes.NewReader(raw))
 			strict.DisallowUnknownFields()
-			if err := strict.Decode(obj); err != nil {
-				return nil, fmt.Errorf("decode %s: %w", head.Kind, err)
+			if err := strict.Decode(typed); err != nil {
+				return nil, fmt.Errorf("decode %s: %w", obj.u.GetKind(), err)
 			}
-			if err := fields(w); err != nil {
+		}
+		keep, err := tune(obj)
+		if err != nil {
+			return nil, err
+		}
+		if !keep {
+			continue
+		}
+		out := obj.u
+		if typed != nil {
+			if out, err = toUnstructured(typed); err != nil {
 				return nil, err
 			}
-			u, err := toUnstructured(obj)
-			if err != nil {
-				return nil, err
-			}
-			if raw, err = json.Marshal(u.Object); err != nil {
-				return nil, fmt.Errorf("encode %s: %w", head.Kind, err)
-			}
-			changed = true
+		}
+		if raw, err = json.Marshal(out.Object); err != nil {
+			return nil, fmt.Errorf("encode %s: %w", obj.u.GetKind(), err)
 		}
 		docs = append(docs, raw)
-	}
-	if !changed {
-		return text, nil
 	}
 	var out bytes.Buffer
 	for i, raw := range docs {

@@ -60,7 +60,9 @@ func TestFitNodes(t *testing.T) {
 			mention: "no node matches the plugin's node selector {pool=z} (1 node in the cluster)"},
 		{name: "nvidia-gpu: NFD or GPU-operator labels", spec: nvidia, nodes: []corev1.Node{node("a", gpu), node("b", nfd), node("c", plain)}, tolerated: 2},
 		{name: "nvidia-gpu: the selector picks only nodes without GPU labels", spec: withSelector(nvidia, map[string]string{"pool": "a"}), nodes: []corev1.Node{node("c", plain), node("d", nfd)},
-			mention: "none of the 1 node the node selector {pool=a} picks satisfies the profile's required node affinity: feature.node.kubernetes.io/pci-10de.present In (true) or nvidia.com/gpu.present In (true)"},
+			mention: "none of the 1 node the node selector {pool=a} picks satisfies the profile's required node affinity: feature.node.kubernetes.io/pci-10de.present In (true) or " +
+				"feature.node.kubernetes.io/pci-0302_10de.present In (true) or feature.node.kubernetes.io/pci-0300_10de.present In (true) or " +
+				"feature.node.kubernetes.io/cpu-model.vendor_id In (NVIDIA) or nvidia.com/gpu.present In (true)"},
 		{name: "an untolerated taint", spec: example, nodes: []corev1.Node{node("a", plain, corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule})},
 			mention: "dedicated=ml:NoSchedule"},
 		{name: "a cordoned node is no obstacle for a daemon", spec: example, nodes: []corev1.Node{node("a", plain, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})}, tolerated: 1},

@@ -54,11 +54,87 @@ type Defaults struct {
 	DeviceClasses []v1alpha1.DeviceClassSpec
 }
 
+// specDefaulter is a profile whose defaults depend on more of the spec
+// than the driver name (nvidia-gpu: which plugins run). Render uses it
+// instead of Defaults where a profile has it.
+type specDefaulter interface {
+	defaultsFor(spec *v1alpha1.DriverSpec) Defaults
+}
+
+// objectTuner is a profile with typed options: it changes (or drops) the
+// objects of its base before the DRAStack's generic fields are set and
+// before kustomize applies the name prefix, namespace, labels and patches,
+// so the user's env and patches still win over what it sets.
+type objectTuner interface {
+	tune(spec *v1alpha1.DriverSpec, obj *baseObject) (keep bool, err error)
+}
+
+// nodeRefuser is a profile that keeps its kubelet plugin off some nodes
+// for what runs there (nvidia-gpu: NVIDIA's device plugin). Resources are
+// the extended resources whose capacity on a node it needs to know (see
+// NodeFacts); refuse returns the refusals for the nodes given.
+type nodeRefuser interface {
+	nodeResources(spec *v1alpha1.DriverSpec) []string
+	refuse(spec *v1alpha1.DriverSpec, nodes []NodeFacts) *Refusal
+}
+
 // profiles are the built-in profiles by name.
 var profiles = map[v1alpha1.DriverProfile]Profile{
 	v1alpha1.DriverProfileExample:   exampleProfile{},
 	v1alpha1.DriverProfileNVIDIAGPU: nvidiaProfile{},
+	v1alpha1.DriverProfileAMDGPU:    amdProfile{},
+	v1alpha1.DriverProfileIntelGPU:  intelProfile{},
+	v1alpha1.DriverProfileDRANET:    dranetProfile{},
 	v1alpha1.DriverProfileCustom:    customProfile{},
+}
+
+// defaultsOf are a profile's defaults for a spec.
+func defaultsOf(p Profile, spec *v1alpha1.DriverSpec) Defaults {
+	if d, ok := p.(specDefaulter); ok {
+		return d.defaultsFor(spec)
+	}
+	return p.Defaults(spec.Name)
+}
+
+// NodeResources are the extended resources whose capacity on each node the
+// render of a spec depends on (see Input.Nodes); nil for most profiles.
+func NodeResources(spec *v1alpha1.DriverSpec) []string {
+	p, err := Lookup(spec.Profile)
+	if err != nil {
+		return nil
+	}
+	if r, ok := p.(nodeRefuser); ok {
+		return r.nodeResources(spec)
+	}
+	return nil
+}
+
+// WatchedNodeResources are the extended resources any profile may ask
+// about (NodeResources): a change of a node's capacity for one of them can
+// change a render.
+func WatchedNodeResources() []string {
+	var out []string
+	for _, name := range ProfileNames() {
+		if r, ok := profiles[name].(nodeRefuser); ok {
+			for _, res := range r.nodeResources(&v1alpha1.DriverSpec{Profile: name}) {
+				if !slices.Contains(out, res) {
+					out = append(out, res)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// requireName is the Validate of a profile whose plugin publishes under a
+// fixed driver name: any other name would install a driver whose slices
+// the status and the removal could never find, and DeviceClasses that
+// match nothing.
+func requireName(spec *v1alpha1.DriverSpec, path *field.Path, profile v1alpha1.DriverProfile, want string) *field.Error {
+	if spec.Name != want {
+		return field.Invalid(path.Child("name"), spec.Name, fmt.Sprintf("the %s profile's plugin publishes as %s; name the driver %s", profile, want, want))
+	}
+	return nil
 }
 
 // DefaultProfile is used when a spec names none, as the CRD defaults it.
@@ -94,7 +170,7 @@ func DriverNames(spec *v1alpha1.DriverSpec) []string {
 	if err != nil {
 		return []string{spec.Name}
 	}
-	return p.Defaults(spec.Name).DriverNames
+	return defaultsOf(p, spec).DriverNames
 }
 
 // driverSelector is the CEL selector that keeps a DeviceClass to the

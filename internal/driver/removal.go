@@ -17,7 +17,8 @@ const (
 	// PhaseTainting: new allocations of the driver's devices are being
 	// stopped (a DeviceTaintRule, or deleting its DeviceClasses).
 	PhaseTainting = "Tainting"
-	// PhaseDraining: allocated claims still use the driver's devices.
+	// PhaseDraining: allocated claims still use the driver's devices, or
+	// custom resources of its CustomResourceDefinitions exist.
 	PhaseDraining = "Draining"
 	// PhaseDeleting: the driver's workloads are being deleted.
 	PhaseDeleting = "Deleting"
@@ -42,8 +43,17 @@ const (
 	// ActionDeleteWorkloads deletes the DaemonSet and Deployments.
 	ActionDeleteWorkloads RemovalAction = "DeleteWorkloads"
 	// ActionDeleteObjects deletes every other object of the driver
-	// (identity, permissions, admission policy, DeviceClasses).
+	// (identity, permissions, admission policy, DeviceClasses) but its
+	// CustomResourceDefinitions.
 	ActionDeleteObjects RemovalAction = "DeleteObjects"
+	// ActionDeleteCRDs deletes the driver's CustomResourceDefinitions:
+	// only when no custom resource of them is left.
+	ActionDeleteCRDs RemovalAction = "DeleteCRDs"
+	// ActionReleaseCRDs removes the drastack labels from the driver's
+	// CustomResourceDefinitions and leaves them (and their custom
+	// resources) in the cluster: a Force removal while custom resources
+	// exist.
+	ActionReleaseCRDs RemovalAction = "ReleaseCRDs"
 	// ActionDeleteSlices deletes the ResourceSlices the driver left.
 	ActionDeleteSlices RemovalAction = "DeleteSlices"
 	// ActionUntaint deletes the DeviceTaintRule, the last trace.
@@ -63,11 +73,17 @@ type RemovalState struct {
 	// BlockingClaims are the allocated claims (namespace/name, sorted)
 	// that use a device of the driver.
 	BlockingClaims []string
+	// CustomResources are the custom resources ("Kind namespace/name",
+	// sorted) of the driver's CustomResourceDefinitions.
+	CustomResources []string
 	// Workloads counts the DaemonSets and Deployments still present, Pods
 	// the driver's pods still present.
 	Workloads, Pods int
-	// Objects counts the driver's other objects still present, DeviceClasses included.
+	// Objects counts the driver's other objects still present,
+	// DeviceClasses included, CustomResourceDefinitions not.
 	Objects int
+	// CRDs counts the driver's CustomResourceDefinitions still present.
+	CRDs int
 	// Slices counts ResourceSlices of the driver's names still present.
 	Slices int
 }
@@ -84,10 +100,14 @@ type RemovalStep struct {
 
 // NextRemovalStep decides the next step of a driver removal. The order is
 // the whole point: stop new allocations, then (Drain) wait for allocated
-// claims to be released, then delete the workloads and wait for their pods
-// to be gone, so no plugin publishes again, then delete the rest and the
-// ResourceSlices left behind, and lift the taint last. Nothing is deleted
-// before its turn; a step whose work is done falls through to the next.
+// claims to be released and custom resources of the driver's definitions
+// to be deleted (while the driver's controller still runs to finalize
+// them), then delete the workloads and wait for their pods to be gone, so
+// no plugin publishes again, then delete the rest and the ResourceSlices
+// left behind, the CustomResourceDefinitions only once no custom resource
+// of them is left (a Force removal leaves them, released), and lift the
+// taint last. Nothing is deleted before its turn; a step whose work is
+// done falls through to the next.
 func NextRemovalStep(s RemovalState) RemovalStep {
 	live := s.Workloads+s.Pods+s.Objects+s.Slices > 0
 	// Stop new allocations while anything of the driver could still be
@@ -100,7 +120,7 @@ func NextRemovalStep(s RemovalState) RemovalStep {
 			return RemovalStep{Phase: PhaseTainting, Actions: []RemovalAction{ActionDeleteDeviceClasses}}
 		}
 	}
-	if s.Policy != v1alpha1.RemovalPolicyForce && len(s.BlockingClaims) > 0 {
+	if s.Policy != v1alpha1.RemovalPolicyForce && len(s.BlockingClaims)+len(s.CustomResources) > 0 {
 		return RemovalStep{Phase: PhaseDraining}
 	}
 	if s.Workloads > 0 {
@@ -115,6 +135,12 @@ func NextRemovalStep(s RemovalState) RemovalStep {
 	}
 	if s.Slices > 0 {
 		clean = append(clean, ActionDeleteSlices)
+	}
+	switch {
+	case s.CRDs > 0 && len(s.CustomResources) == 0:
+		clean = append(clean, ActionDeleteCRDs)
+	case s.CRDs > 0:
+		clean = append(clean, ActionReleaseCRDs)
 	}
 	if len(clean) > 0 {
 		return RemovalStep{Phase: PhaseCleaning, Actions: clean}
@@ -135,6 +161,8 @@ func RemovalStatus(step RemovalStep, s RemovalState, since, now time.Time) v1alp
 	if step.Phase == PhaseDraining {
 		st.BlockingClaimCount = int32(len(s.BlockingClaims))
 		st.BlockingClaims = slices.Clone(s.BlockingClaims[:min(len(s.BlockingClaims), maxBlockingClaimsListed)])
+		st.BlockingResourceCount = int32(len(s.CustomResources))
+		st.BlockingResources = slices.Clone(s.CustomResources[:min(len(s.CustomResources), maxBlockingClaimsListed)])
 	}
 	return st
 }
@@ -187,4 +215,17 @@ func ForceWarning(driver string, s RemovalState, step RemovalStep) string {
 	}
 	return fmt.Sprintf("Force removal of driver %s deletes its plugins while %d %s still allocated on its devices: %s; their pods keep running without the driver, and the claims stay allocated until they are deleted",
 		driver, len(s.BlockingClaims), plural(len(s.BlockingClaims), "claim is", "claims are"), listSome(s.BlockingClaims, 10))
+}
+
+// KeptCRDsWarning is the Warning to emit when a removal leaves the
+// driver's CustomResourceDefinitions in the cluster because custom
+// resources of them still exist (a Force removal): deleting a definition
+// would delete them. Empty when there is nothing to warn about.
+func KeptCRDsWarning(driver string, s RemovalState, step RemovalStep) string {
+	if !slices.Contains(step.Actions, ActionReleaseCRDs) {
+		return ""
+	}
+	return fmt.Sprintf("removal of driver %s keeps its %d CustomResourceDefinitions: %d custom %s of them still exist (%s); "+
+		"nothing finalizes them any more, delete them (removing their finalizers) and the definitions when they are no longer needed",
+		driver, s.CRDs, len(s.CustomResources), plural(len(s.CustomResources), "resource", "resources"), listSome(s.CustomResources, 10))
 }

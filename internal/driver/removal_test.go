@@ -58,6 +58,32 @@ func TestNextRemovalStep(t *testing.T) {
 			RemovalStep{Phase: PhaseCleaning, Actions: []RemovalAction{ActionUntaint}}},
 		{"under Drain, a claim still allocated keeps the last taint in place", RemovalState{TaintRulesServed: true, Tainted: true, BlockingClaims: []string{"ns/c"}},
 			RemovalStep{Phase: PhaseDraining}},
+		{"Drain waits while custom resources of the driver's definitions exist, its controller still running to finalize them",
+			with(func(s *RemovalState) {
+				s.Tainted = true
+				s.CRDs = 2
+				s.CustomResources = []string{"ComputeDomain team-a/cd"}
+			}),
+			RemovalStep{Phase: PhaseDraining}},
+		{"Force does not wait for custom resources", with(func(s *RemovalState) {
+			s.Policy = v1alpha1.RemovalPolicyForce
+			s.Tainted = true
+			s.CRDs = 2
+			s.CustomResources = []string{"ComputeDomain team-a/cd"}
+		}), RemovalStep{Phase: PhaseDeleting, Actions: []RemovalAction{ActionDeleteWorkloads}}},
+		{"no custom resources left: the definitions are deleted with the other objects", with(func(s *RemovalState) {
+			s.Tainted = true
+			s.Workloads, s.Pods = 0, 0
+			s.CRDs = 2
+		}), RemovalStep{Phase: PhaseCleaning, Actions: []RemovalAction{ActionDeleteObjects, ActionDeleteSlices, ActionDeleteCRDs}}},
+		{"Force with custom resources left: the definitions are kept, released, never deleted", RemovalState{Policy: v1alpha1.RemovalPolicyForce, TaintRulesServed: true, Tainted: true,
+			CRDs: 2, CustomResources: []string{"ComputeDomain team-a/cd"}},
+			RemovalStep{Phase: PhaseCleaning, Actions: []RemovalAction{ActionReleaseCRDs}}},
+		{"a custom resource created during Cleaning still keeps the definitions", RemovalState{Policy: v1alpha1.RemovalPolicyDrain, TaintRulesServed: true, Tainted: true,
+			CRDs: 1, CustomResources: []string{"ComputeDomain team-a/late"}},
+			RemovalStep{Phase: PhaseDraining}},
+		{"definitions alone need no taint", RemovalState{TaintRulesServed: true, CRDs: 1},
+			RemovalStep{Phase: PhaseCleaning, Actions: []RemovalAction{ActionDeleteCRDs}}},
 		{"nothing left: done", RemovalState{TaintRulesServed: true}, RemovalStep{Done: true}},
 		{"nothing left without taint rules: done", RemovalState{}, RemovalStep{Done: true}},
 	}
@@ -130,6 +156,22 @@ func TestRemovalRunsToCompletion(t *testing.T) {
 	}
 }
 
+// TestKeptCRDsWarning: only a step that keeps definitions warns, naming
+// the custom resources that keep them.
+func TestKeptCRDsWarning(t *testing.T) {
+	s := RemovalState{Policy: v1alpha1.RemovalPolicyForce, CRDs: 2, CustomResources: []string{"ComputeDomain team-a/cd"}}
+	msg := KeptCRDsWarning(NVIDIAGPUDriver, s, NextRemovalStep(s))
+	for _, want := range []string{"keeps its 2 CustomResourceDefinitions", "ComputeDomain team-a/cd", "finalizers"} {
+		if !contains(msg, want) {
+			t.Errorf("warning %q lacks %q", msg, want)
+		}
+	}
+	s.CustomResources = nil
+	if msg := KeptCRDsWarning(NVIDIAGPUDriver, s, NextRemovalStep(s)); msg != "" {
+		t.Errorf("definitions deleted, yet a warning: %q", msg)
+	}
+}
+
 func TestRemovalStatus(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	started := now.Add(-3 * time.Minute)
@@ -156,6 +198,15 @@ func TestRemovalStatus(t *testing.T) {
 		if !contains(a.Status.Message, want) {
 			t.Errorf("removal message %q lacks %q", a.Status.Message, want)
 		}
+	}
+	s.CustomResources = []string{"ComputeDomain team-a/cd"}
+	st = RemovalStatus(RemovalStep{Phase: PhaseDraining}, s, started, now)
+	if st.BlockingResourceCount != 1 || !slices.Equal(st.BlockingResources, s.CustomResources) {
+		t.Errorf("blocking resources: count %d, listed %v", st.BlockingResourceCount, st.BlockingResources)
+	}
+	a = AssessRemoval(NVIDIAGPUDriver, st, Observed{})
+	if !contains(a.Status.Message, "and 1 custom resource of its definitions to be deleted (ComputeDomain team-a/cd)") {
+		t.Errorf("removal message %q does not name the custom resource it waits for", a.Status.Message)
 	}
 }
 

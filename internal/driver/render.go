@@ -41,6 +41,10 @@ type Input struct {
 	// Path is the entry's field path ("spec.drivers[0]"), named in
 	// errors; default spec.drivers[<name>].
 	Path *field.Path
+	// Nodes are the nodes with capacity for one of the extended resources
+	// NodeResources names for the spec (none for most profiles): a
+	// profile may keep its plugin off some of them (see Refusal).
+	Nodes []NodeFacts
 }
 
 // Rendered is what one driver entry deploys.
@@ -63,6 +67,11 @@ type Rendered struct {
 	PluginDaemonSet string
 	// Controllers are the names of the driver's controller Deployments.
 	Controllers []string
+	// CRDs are the names of the CustomResourceDefinitions rendered.
+	CRDs []string
+	// Refusal are the nodes the profile keeps the plugin off; nil when
+	// none.
+	Refusal *Refusal
 	// Objects are every object to apply, in apply order. The first is the
 	// shared namespace, which carries no driver label.
 	Objects []*unstructured.Unstructured
@@ -86,10 +95,13 @@ func Render(in Input) (*Rendered, error) {
 	if err := validateInput(in, path); err != nil {
 		return nil, err
 	}
+	if spec.NVIDIA != nil && prof.Name() != v1alpha1.DriverProfileNVIDIAGPU {
+		return nil, field.Invalid(path.Child("nvidia"), field.OmitValueType{}, "nvidia configures the nvidia-gpu profile only")
+	}
 	if err := prof.Validate(spec, path); err != nil {
 		return nil, err
 	}
-	def := prof.Defaults(spec.Name)
+	def := defaultsOf(prof, spec)
 	image := spec.Image
 	if image == "" {
 		image = def.Image
@@ -159,9 +171,27 @@ func (a assembly) run(patches []v1alpha1.Patch) (*Rendered, error) {
 		"__DRASTACK_DRIVER__", spec.Name,
 		"__DRASTACK_PLUGIN_USER__", serviceaccount.MakeUsername(in.Namespace, prefix+"-"+pluginServiceAccount),
 		"__DRASTACK_DRIVER_LIST__", celList(a.def.DriverNames),
+		"__DRASTACK_PREFIX__", prefix,
+		"__DRASTACK_NAMESPACE__", in.Namespace,
 		"DRASTACK_DRIVER_IMAGE", a.image.Ref,
 	)
-	objs, err := build(a.prof.Name(), tokens, func(w workload) error { return w.apply(spec, a.def.PluginContainers, a.path) }, kustomization{
+	var refusal *Refusal
+	tune := func(obj *baseObject) (bool, error) {
+		if t, ok := a.prof.(objectTuner); ok {
+			keep, err := t.tune(spec, obj)
+			if err != nil || !keep {
+				return keep, err
+			}
+		}
+		if err := obj.apply(spec, a.def.PluginContainers, a.path); err != nil {
+			return false, err
+		}
+		if ds := obj.daemonSet; ds != nil && ds.Labels[LabelComponent] == ComponentKubeletPlugin {
+			refusal = refuseNodes(a.prof, spec, in.Nodes, &ds.Spec.Template.Spec)
+		}
+		return true, nil
+	}
+	objs, err := build(a.prof.Name(), tokens, tune, kustomization{
 		Namespace: in.Namespace,
 		Prefix:    prefix + "-",
 		Labels:    map[string]string{LabelStack: in.Stack, LabelDriver: spec.Name, LabelManagedBy: ManagedByValue},
@@ -183,6 +213,7 @@ func (a assembly) run(patches []v1alpha1.Patch) (*Rendered, error) {
 		DriverNames:   a.def.DriverNames,
 		Requirements:  a.prof.Requirements(spec),
 		RemovalPolicy: a.policy,
+		Refusal:       refusal,
 	}
 	for _, dc := range deviceClasses(classSpecs, a.def.DriverNames) {
 		u, err := toUnstructured(dc)
@@ -242,6 +273,8 @@ func finish(out *Rendered, objs []*unstructured.Unstructured, in Input, policy v
 			out.PluginDaemonSet = u.GetName()
 		case gvk.Kind == "Deployment":
 			out.Controllers = append(out.Controllers, u.GetName())
+		case IsCRD(gvk.GroupKind()):
+			out.CRDs = append(out.CRDs, u.GetName())
 		}
 	}
 	if namespaces != 1 {

@@ -2,15 +2,25 @@ package driver
 
 import (
 	"errors"
+	"io/fs"
+	"path"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 )
+
+// nvidiaInput is the nvidia-gpu profile with the options mutate sets.
+func nvidiaInput(mutate func(*v1alpha1.NVIDIAOptions)) Input {
+	o := &v1alpha1.NVIDIAOptions{}
+	mutate(o)
+	return Input{Stack: "default", Namespace: "drastack-drivers", Driver: v1alpha1.DriverSpec{Name: NVIDIAGPUDriver, Profile: v1alpha1.DriverProfileNVIDIAGPU, NVIDIA: o}}
+}
 
 func input(mutate func(*v1alpha1.DriverSpec)) Input {
 	in := Input{Stack: "default", Namespace: "drastack-drivers", Driver: v1alpha1.DriverSpec{Name: "gpu.example.com", Profile: v1alpha1.DriverProfileExample}}
@@ -29,11 +39,33 @@ func TestRenderRejects(t *testing.T) {
 		in          Input
 		field, want string
 	}{
-		{"unknown profile", input(func(d *v1alpha1.DriverSpec) { d.Profile = "amd-gpu" }), "spec.drivers[0].profile", "Unsupported value"},
+		{"unknown profile", input(func(d *v1alpha1.DriverSpec) { d.Profile = "tpu-google" }), "spec.drivers[0].profile", "Unsupported value"},
 		{"custom without image", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileCustom }), "spec.drivers[0].image", "image is required"},
 		{"an image that would inject YAML", input(func(d *v1alpha1.DriverSpec) { d.Image = "x:1\n        hostNetwork: true" }), "spec.drivers[0].image", "not a container image reference"},
 		{"an image that only looks valid", input(func(d *v1alpha1.DriverSpec) { d.Image = "Registry.K8s.io/UPPER/Case::v1@sha" }), "spec.drivers[0].image", "invalid reference format"},
 		{"nvidia-gpu under another name", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileNVIDIAGPU }), "spec.drivers[0].name", "name the driver gpu.nvidia.com"},
+		{"amd-gpu under another name", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileAMDGPU }), "spec.drivers[0].name", "name the driver gpu.amd.com"},
+		{"intel-gpu under another name", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileIntelGPU }), "spec.drivers[0].name", "name the driver gpu.intel.com"},
+		{"dranet under another name", input(func(d *v1alpha1.DriverSpec) { d.Profile = v1alpha1.DriverProfileDRANET }), "spec.drivers[0].name", "name the driver dra.net"},
+		{"nvidia options on another profile", input(func(d *v1alpha1.DriverSpec) {
+			d.NVIDIA = &v1alpha1.NVIDIAOptions{DriverRoot: "/run/nvidia/driver"}
+		}), "spec.drivers[0].nvidia", "nvidia-gpu profile only"},
+		{"an nvidia feature gate the release does not know", nvidiaInput(func(o *v1alpha1.NVIDIAOptions) {
+			o.FeatureGates = map[string]bool{"MPSSupport": true, "NoSuchGate": true}
+		}), "spec.drivers[0].nvidia.featureGates[NoSuchGate]", "Unsupported value"},
+		{"nvidia feature gates the release refuses together", nvidiaInput(func(o *v1alpha1.NVIDIAOptions) {
+			o.FeatureGates = map[string]bool{"DynamicMIG": true, "MPSSupport": true}
+		}), "spec.drivers[0].nvidia.featureGates[DynamicMIG]", "cannot both be enabled"},
+		{"an nvidia feature gate without the one it needs", nvidiaInput(func(o *v1alpha1.NVIDIAOptions) {
+			o.FeatureGates = map[string]bool{"IMEXDaemonsWithDNSNames": false}
+		}), "spec.drivers[0].nvidia.featureGates[ComputeDomainCliques]", "needs IMEXDaemonsWithDNSNames"},
+		{"an nvidia driver root that is not clean", nvidiaInput(func(o *v1alpha1.NVIDIAOptions) { o.DriverRoot = "/run/nvidia/driver/" }),
+			"spec.drivers[0].nvidia.driverRoot", "clean path"},
+		{"an nvidia driver root that is relative", nvidiaInput(func(o *v1alpha1.NVIDIAOptions) { o.DriverRoot = "run/nvidia" }),
+			"spec.drivers[0].nvidia.driverRoot", "absolute"},
+		{"an nvidia plugin twice", nvidiaInput(func(o *v1alpha1.NVIDIAOptions) {
+			o.Plugins = []v1alpha1.NVIDIAPlugin{v1alpha1.NVIDIAPluginGPUs, v1alpha1.NVIDIAPluginGPUs}
+		}), "spec.drivers[0].nvidia.plugins[1]", "Duplicate value"},
 		{"a mount shadowing the plugin registry", input(func(d *v1alpha1.DriverSpec) {
 			d.Mounts = []v1alpha1.HostPathMount{{Name: "x", HostPath: "/x"}, {Name: "plugins-registry", HostPath: "/tmp"}}
 		}), "spec.drivers[0].mounts[1].name", "already has a volume"},
@@ -110,6 +142,7 @@ func TestRenderInvariants(t *testing.T) {
 			if _, ok := r.Objects[0].GetLabels()[LabelDriver]; ok {
 				t.Error("the shared namespace carries a driver label: pruning one driver would delete it")
 			}
+			fixed := fixedNames(t, tc.in.Driver.Profile)
 			prev := -1
 			for _, u := range r.Objects {
 				rank := kindRank(u.GroupVersionKind().GroupKind())
@@ -127,7 +160,7 @@ func TestRenderInvariants(t *testing.T) {
 				if u.GetAnnotations()[AnnotationRemovalPolicy] == "" || u.GetAnnotations()[AnnotationDriverNames] == "" {
 					t.Errorf("%s %s lacks the removal annotations", u.GetKind(), u.GetName())
 				}
-				if u.GetKind() != "DeviceClass" && !strings.HasPrefix(u.GetName(), NamePrefix(tc.in.Driver.Name)+"-") {
+				if u.GetKind() != "DeviceClass" && !strings.HasPrefix(u.GetName(), NamePrefix(tc.in.Driver.Name)+"-") && !fixed[u.GetKind()+" "+u.GetName()] {
 					t.Errorf("%s %s lacks the driver's name prefix", u.GetKind(), u.GetName())
 				}
 			}
@@ -151,7 +184,11 @@ func TestRenderInvariants(t *testing.T) {
 					paths[v.HostPath.Path] = true
 				}
 			}
-			for _, p := range []string{"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/var/run/cdi"} {
+			want := []string{"/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/var/run/cdi"}
+			if tc.in.Driver.Profile == v1alpha1.DriverProfileDRANET {
+				want = want[:2] // dranet moves network interfaces; it writes no CDI specs
+			}
+			for _, p := range want {
 				if !paths[p] {
 					t.Errorf("plugin lacks host path %s", p)
 				}
@@ -236,4 +273,36 @@ func TestPatchesCannotMoveObjects(t *testing.T) {
 			t.Errorf("patched ServiceAccount landed in %q", u.GetNamespace())
 		}
 	}
+}
+
+// fixedNames are "Kind name" of the objects in a profile's fixed/ folder:
+// the only objects that keep their names without the driver's prefix.
+func fixedNames(t *testing.T, p v1alpha1.DriverProfile) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	dir := path.Join(profilesRoot, string(p), fixedDir)
+	entries, err := fs.ReadDir(profileFiles, dir)
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		if e.Name() == "kustomization.yaml" {
+			continue
+		}
+		raw, err := profileFiles.ReadFile(path.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var head struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal(raw, &head); err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		out[head.Kind+" "+head.Metadata.Name] = true
+	}
+	return out
 }

@@ -28,6 +28,9 @@ const (
 	ReasonInvalidSpec      = "InvalidSpec"
 	ReasonFeatureMissing   = "FeatureMissing"
 	ReasonRemoving         = "Removing"
+	// ReasonDevicePluginConflict: the profile keeps its plugin off nodes
+	// where a device plugin hands out the same devices (see Refusal).
+	ReasonDevicePluginConflict = "DevicePluginConflict"
 
 	ReasonAllDriversReady = "AllDriversReady"
 	ReasonNoDrivers       = "NoDrivers"
@@ -119,6 +122,9 @@ type Observed struct {
 	PublishingNodes map[string]bool
 	// DeviceClasses are the driver's DeviceClasses present in the cluster.
 	DeviceClasses []string
+	// PendingCRDs are the driver's CustomResourceDefinitions not yet
+	// established; its workloads are not applied until they are.
+	PendingCRDs []string
 	// Cluster is DRAStack status.cluster; nil before the first probe.
 	Cluster *v1alpha1.ClusterStatus
 }
@@ -211,6 +217,14 @@ func Assess(name string, o Observed, s Settings) Assessment {
 		add(reason, msg, true)
 	}
 
+	if len(o.PendingCRDs) > 0 {
+		add(ReasonInstalling, fmt.Sprintf("%s %s not established yet; the workloads wait for %s", plural(len(o.PendingCRDs), "CustomResourceDefinition", "CustomResourceDefinitions"),
+			strings.Join(o.PendingCRDs, ", "), plural(len(o.PendingCRDs), "it", "them")), false)
+	}
+	if rf := r.Refusal; rf != nil && len(rf.Nodes) > 0 {
+		add(ReasonDevicePluginConflict, fmt.Sprintf("the kubelet plugin is kept off %s %s: %s; %s",
+			plural(len(rf.Nodes), "node", "nodes"), listSome(rf.Nodes, 10), rf.Why, rf.Remedy), true)
+	}
 	assessRollout(o, s, failures, add, addServing, recheck)
 	assessControllers(o, r, add)
 	assessPublishing(o, s, add, recheck)
@@ -549,8 +563,14 @@ func AssessRemoval(name string, removal v1alpha1.DriverRemovalStatus, o Observed
 	since := removal.Since.UTC().Format(time.RFC3339)
 	switch removal.Phase {
 	case PhaseDraining:
-		st.Message = fmt.Sprintf("removal waits for %d allocated %s using the driver's devices (%s); removing since %s",
-			removal.BlockingClaimCount, plural(int(removal.BlockingClaimCount), "claim", "claims"), listSome(removal.BlockingClaims, 5), since)
+		var waits []string
+		if n := int(removal.BlockingClaimCount); n > 0 {
+			waits = append(waits, fmt.Sprintf("%d allocated %s using the driver's devices (%s)", n, plural(n, "claim", "claims"), listSome(removal.BlockingClaims, 5)))
+		}
+		if n := int(removal.BlockingResourceCount); n > 0 {
+			waits = append(waits, fmt.Sprintf("%d custom %s of its definitions to be deleted (%s)", n, plural(n, "resource", "resources"), listSome(removal.BlockingResources, 5)))
+		}
+		st.Message = fmt.Sprintf("removal waits for %s; removing since %s", strings.Join(waits, " and "), since)
 	default:
 		st.Message = fmt.Sprintf("removal %s; removing since %s", strings.ToLower(removal.Phase), since)
 	}

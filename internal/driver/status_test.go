@@ -392,3 +392,57 @@ func TestPodFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestAssessNVIDIAInstall: a driver whose profile refuses nodes is not
+// Ready, and names them with what to do; one whose definitions are not
+// established yet is Installing.
+func TestAssessNVIDIAInstall(t *testing.T) {
+	one := int32(1)
+	available := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "gpu-nvidia-com-controller"}, Spec: appsv1.DeploymentSpec{Replicas: &one},
+		Status: appsv1.DeploymentStatus{UpdatedReplicas: 1, AvailableReplicas: 1}}
+	render := func(nodes ...NodeFacts) func(*Observed) {
+		r, err := Render(Input{Stack: "default", Namespace: "drastack-drivers", Nodes: nodes,
+			Driver: v1alpha1.DriverSpec{Name: NVIDIAGPUDriver, Profile: v1alpha1.DriverProfileNVIDIAGPU}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(o *Observed) {
+			o.Rendered, o.DeviceClasses = r, r.DeviceClasses
+			o.Deployments = []appsv1.Deployment{available}
+		}
+	}
+	gpu := map[string]string{"nvidia.com/gpu.present": "true"}
+	tests := []struct {
+		name     string
+		o        []func(*Observed)
+		reason   string
+		ready    bool
+		degraded bool
+		mention  []string
+	}{
+		{name: "no device plugin anywhere: ready", o: []func(*Observed){render()}, reason: ReasonReady, ready: true},
+		{name: "the device plugin serves GPUs on a GPU node: refused, not ready, named",
+			o:      []func(*Observed){render(NodeFacts{Name: "gpu-7", Labels: gpu, Resources: []string{NVIDIADevicePluginResource}})},
+			reason: ReasonDevicePluginConflict, degraded: true,
+			mention: []string{"kept off node gpu-7", "NVIDIA's device plugin serves nvidia.com/gpu there", "nvidia.devicePluginNodes: Allow", "ComputeDomains plugin, in the same pod"}},
+		{name: "the device plugin on a node the plugin would not run on anyway: nothing refused",
+			o:      []func(*Observed){render(NodeFacts{Name: "cpu-1", Resources: []string{NVIDIADevicePluginResource}})},
+			reason: ReasonReady, ready: true},
+		{name: "definitions not established: installing",
+			o:      []func(*Observed){render(), func(o *Observed) { o.PendingCRDs = []string{"computedomains.resource.nvidia.com"} }},
+			reason: ReasonInstalling, mention: []string{"CustomResourceDefinition computedomains.resource.nvidia.com not established yet"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := Assess(NVIDIAGPUDriver, world(t, tc.o...), Settings{})
+			if a.Status.Reason != tc.reason || a.Status.Ready != tc.ready || a.Degraded != tc.degraded {
+				t.Errorf("reason %s ready %v degraded %v, want %s %v %v: %s", a.Status.Reason, a.Status.Ready, a.Degraded, tc.reason, tc.ready, tc.degraded, a.Status.Message)
+			}
+			for _, m := range tc.mention {
+				if !strings.Contains(a.Status.Message, m) {
+					t.Errorf("message %q lacks %q", a.Status.Message, m)
+				}
+			}
+		})
+	}
+}

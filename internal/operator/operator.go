@@ -15,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -163,6 +164,7 @@ func processIdentity() string {
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }
@@ -267,8 +269,9 @@ func cacheByObject() map[client.Object]cache.ByObject {
 	// The driver lifecycle controller watches the objects it renders for
 	// drivers, to restore them when they are deleted or changed; no
 	// controller reads the cluster's other namespaces, service accounts,
-	// roles or admission policies, so only those labelled for a stack are
-	// cached (metadata only, see driverctrl SetupWithManager).
+	// roles, admission policies or CustomResourceDefinitions, so only those
+	// labelled for a stack are cached (metadata only, see driverctrl
+	// SetupWithManager).
 	stackLabelled, err := labels.NewRequirement(driver.LabelStack, selection.Exists, nil)
 	utilruntime.Must(err)
 	owned := cache.ByObject{Label: labels.NewSelector().Add(*stackLabelled)}
@@ -276,6 +279,7 @@ func cacheByObject() map[client.Object]cache.ByObject {
 		&corev1.Namespace{}, &corev1.ServiceAccount{},
 		&rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}, &rbacv1.Role{}, &rbacv1.RoleBinding{},
 		&admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
+		&apiextensionsv1.CustomResourceDefinition{},
 	} {
 		by[obj] = owned
 	}

@@ -8,6 +8,7 @@
 //	go run ./test/bench -workloads steady-500n,multihost -engines upstream
 //	go run ./test/bench -modes per-node      # one call per claim and node, as Filter
 //	go run ./test/bench -min-time 0 -cpuprofile cpu.out -workloads match-100n
+//	go run ./test/bench -fragmentation       # issue 27: arrivals and departures, see test/bench/frag
 package main
 
 import (
@@ -39,12 +40,16 @@ const (
 // engines are the engines the harness knows, by name. Each run gets a new
 // engine, so no cache survives from one workload to the next.
 var engines = map[string]func() allocator.Engine{
-	"native":   func() allocator.Engine { return native.New() },
-	"upstream": upstream.New,
+	"native": func() allocator.Engine { return native.New() },
+	// native-pack is the native engine under the Pack placement policy,
+	// the operator's default (the plain native row is FirstFit, what
+	// kube-scheduler's allocator does).
+	"native-pack": func() allocator.Engine { return withPolicy{native.New(), allocator.PlacementPack} },
+	"upstream":    upstream.New,
 }
 
 // engineOrder is the order engines run in and appear in the output.
-var engineOrder = []string{"native", "upstream"}
+var engineOrder = []string{"native", "native-pack", "upstream"}
 
 // Modes: central (one call per claim, the engine picks the node) and
 // per-node (one call per claim and node, the node in the request, as
@@ -72,8 +77,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", defaultClaimTimeout, "per-claim timeout; a claim that hits it counts as timed out")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	minTime := fs.Duration("min-time", defaultMinTime, "repeat a workload that finishes sooner (fresh engine and session each time) until this much measured time has passed, and report the median run (also with -quick)")
+	fragmentation := fs.Bool("fragmentation", false, "run the fragmentation benchmark instead (test/bench/frag): -arrivals, -load, -seed, -sequences and -placers apply")
+	fragOpts := fragFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *fragmentation {
+		return runFragmentation(*fragOpts, *format, stdout, stderr)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -119,7 +129,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, mode := range modes {
 		for _, spec := range specs {
 			for _, name := range names {
-				if spec.NativeOnly && name != "native" {
+				if spec.NativeOnly && name == "upstream" {
 					continue
 				}
 				fmt.Fprintf(stderr, "bench: %s on %s, %s (budget %s)...\n", name, spec.Name, mode, *budget)

@@ -182,7 +182,7 @@ func TestEveryWorkloadRunsInBothModes(t *testing.T) {
 	for _, spec := range workload.All() {
 		for _, mode := range modeOrder {
 			for _, eng := range engineOrder {
-				if spec.NativeOnly && eng != "native" {
+				if spec.NativeOnly && eng == "upstream" {
 					continue
 				}
 				r, ok := seen[[3]string{spec.Name, eng, mode}]
@@ -198,5 +198,31 @@ func TestEveryWorkloadRunsInBothModes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestRunFragmentation(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"-fragmentation", "-arrivals", "300", "-sequences", "multihost", "-format", "json"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("output is not a JSON array: %v\n%s", err, out.String())
+	}
+	if len(rows) != 4 {
+		t.Fatalf("want a row per placer, got %d", len(rows))
+	}
+	for _, r := range rows {
+		if r["sequence"] != "multihost" || r["arrivals"] != 300.0 || r["placed"].(float64) == 0 {
+			t.Errorf("unexpected row %v", r)
+		}
+	}
+	if code := run([]string{"-fragmentation", "-sequences", "nope"}, &out, &errOut); code != 2 {
+		t.Errorf("unknown sequence: exit %d, want 2", code)
+	}
+	if code := run([]string{"-fragmentation", "-placers", "best"}, &out, &errOut); code != 2 {
+		t.Errorf("unknown placer: exit %d, want 2", code)
 	}
 }

@@ -31,7 +31,7 @@ func writeTable(w io.Writer, rows []Row) error {
 	fmt.Fprintln(tw, "workload\tengine\tmode\tclaims\tallocated\tunsat\tbound\tfailed\ttimed out\tseconds\tclaims/s\tcalls/s\truns (claims/s range)\tp50\tp99\tp99 alloc\tp99 unsat\tsetup\tnative/upstream\t")
 	for _, r := range rows {
 		ratio := "-"
-		if up, ok := upstream[[2]string{r.Workload, r.Mode}]; ok && r.Engine == "native" && up > 0 {
+		if up, ok := upstream[[2]string{r.Workload, r.Mode}]; ok && r.Engine != "upstream" && up > 0 {
 			ratio = fmt.Sprintf("%.0fx", rate(r)/up)
 		}
 		runs := fmt.Sprintf("%d", r.Runs)

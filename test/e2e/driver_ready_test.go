@@ -345,7 +345,8 @@ func TestDriverReadiness(t *testing.T) {
 				ready, _, _ := drvCondition(st, v1alpha1.ConditionReady)
 				return d != nil && d.Reason == driver.ReasonNoMatchingNodes && dr == metav1.ConditionFalse && drReason == driver.ReasonNoMatchingNodes &&
 					strings.Contains(drMsg, "none of the 2 nodes the node selector {"+rdyNodeLabel+"=true} picks satisfies the profile's required node affinity") &&
-					strings.Contains(drMsg, "feature.node.kubernetes.io/pci-10de.present In (true) or nvidia.com/gpu.present In (true)") &&
+					strings.Contains(drMsg, "feature.node.kubernetes.io/pci-10de.present In (true) or ") &&
+					strings.Contains(drMsg, " or nvidia.com/gpu.present In (true)") &&
 					ready == metav1.ConditionFalse
 			})
 			_, _, msg := drvCondition(st, v1alpha1.ConditionDriversReady)

@@ -72,11 +72,26 @@ type Outcome struct {
 }
 
 // Run lets eng allocate every claim of c on its own, from the starting
-// state (nothing is recorded between claims).
+// state (nothing is recorded between claims), then records every
+// allocation in the session. After NewSession, after the Allocate calls
+// and after the Record calls it checks that the engine left everything it
+// was given as it was (inputCopy); a change is an error naming the calls
+// and the field. (Once per phase, not per call: the check walks every
+// object, and per call it would cost more than the allocations.)
 func Run(ctx context.Context, eng allocator.Engine, c *Case) ([]Outcome, error) {
+	orig := copyInputs(c.Inputs, c.Claims)
+	unchanged := func(calls string) error {
+		if err := orig.changed(c.Inputs, c.Claims); err != nil {
+			return fmt.Errorf("%s: %s modified its inputs: %w", eng.Name(), calls, err)
+		}
+		return nil
+	}
 	sess, err := eng.NewSession(ctx, c.Inputs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: new session: %w", eng.Name(), err)
+	}
+	if err := unchanged("NewSession"); err != nil {
+		return nil, err
 	}
 	out := make([]Outcome, len(c.Claims))
 	for i, claim := range c.Claims {
@@ -84,6 +99,30 @@ func Run(ctx context.Context, eng allocator.Engine, c *Case) ([]Outcome, error) 
 		results, err := sess.Allocate(cctx, []*resourceapi.ResourceClaim{claim}, allocator.Options{Node: c.Node[i], MaxSteps: maxSteps})
 		cancel()
 		out[i] = classify(results, err)
+	}
+	if err := unchanged("Allocate"); err != nil {
+		return nil, err
+	}
+	var recorded []*resourceapi.ResourceClaim
+	for i, claim := range c.Claims {
+		if out[i].Verdict != Allocated {
+			continue
+		}
+		rec := claim.DeepCopy()
+		rec.Status.Allocation = out[i].Result.Allocation.DeepCopy()
+		recorded = append(recorded, rec)
+	}
+	recCopy := copyInputs(allocator.Inputs{}, recorded)
+	for _, rec := range recorded {
+		if err := sess.Record(rec); err != nil {
+			return nil, fmt.Errorf("%s: record claim %s: %w", eng.Name(), rec.Name, err)
+		}
+	}
+	if err := unchanged("Record"); err != nil {
+		return nil, err
+	}
+	if err := recCopy.changed(allocator.Inputs{}, recorded); err != nil {
+		return nil, fmt.Errorf("%s: Record modified the claims it was given: %w", eng.Name(), err)
 	}
 	return out, nil
 }

@@ -156,6 +156,49 @@ func TestFeatureGates(t *testing.T) {
 			resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(pcieRoot))}),
 		on: Allocated, off: Unsatisfiable,
 	}, {
+		// kube-scheduler without the gate compares scalars only and
+		// takes a device with list values only as the first device of a
+		// distinctAttribute constraint: never two of them.
+		name:   "distinct list values: never two devices with lists without DRAListTypeAttributes",
+		gate:   "DRAListTypeAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, rootDev("a", "p0", "p1"), rootDev("b", "p2"))},
+		claim:  regClaim([]resourceapi.DeviceRequest{regRequest("r0", 2)}, distinctRoot()),
+		on:     Allocated, off: Unsatisfiable,
+	}, {
+		name:   "distinct list values: a list first is not compared with the scalars after it without DRAListTypeAttributes",
+		gate:   "DRAListTypeAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, rootDev("a", "p0", "p1"), scalarRootDev("b", "p1"))},
+		claim:  regClaim([]resourceapi.DeviceRequest{regRequest("r0", 2)}, distinctRoot()),
+		on:     Unsatisfiable, off: Allocated,
+	}, {
+		name:   "distinct list values: a list after a scalar is refused without DRAListTypeAttributes",
+		gate:   "DRAListTypeAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, scalarRootDev("a", "p1"), rootDev("b", "p0", "p2"))},
+		claim:  regClaim([]resourceapi.DeviceRequest{regRequest("r0", 2)}, distinctRoot()),
+		on:     Allocated, off: Unsatisfiable,
+	}, {
+		// The first device of the constraint in kube-scheduler's order is
+		// the first request's, whatever order another engine searches in.
+		name:   "distinct list values: the list must be in the first constrained request without DRAListTypeAttributes",
+		gate:   "DRAListTypeAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, scalarRootDev("a", "p1"), rootDev("b", "p0", "p2"))},
+		claim: func() *resourceapi.ResourceClaim {
+			scalar, list := regRequest("scalar", 1), regRequest("list", 1)
+			scalar.Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["resource.kubernetes.io"].pcieRoot == "p1"`}}}
+			list.Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["resource.kubernetes.io"].pcieRoot != "p1"`}}}
+			return regClaim([]resourceapi.DeviceRequest{scalar, list}, distinctRoot())
+		}(),
+		on: Allocated, off: Unsatisfiable,
+	}, {
+		// A shared device may serve two requests; without the gate its
+		// list value matches nothing, not even itself.
+		name:   "matchAttribute: a shared device's list value does not match itself without DRAListTypeAttributes",
+		gate:   "DRAListTypeAttributes",
+		slices: []*resourceapi.ResourceSlice{regSlice("s", "node-0", 1, sharedRootDev("a", "p0", "p1"))},
+		claim: regClaim([]resourceapi.DeviceRequest{regRequest("r0", 1), regRequest("r1", 1)},
+			resourceapi.DeviceConstraint{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(pcieRoot))}),
+		on: Allocated, off: Unsatisfiable,
+	}, {
 		// index % 2 is 0 for a and c, 1 for b: only {a, c} match.
 		name:   "a derived attribute matches devices whose own attributes differ",
 		gate:   "DRADerivedAttributes",

@@ -62,7 +62,8 @@ func Generate(seed uint64) *Case {
 
 // GenerateWith builds the case for seed under the feature gates f: the
 // engines allocate with f, and the slices hold what an API server with f
-// stores (no list attributes without DRAListTypeAttributes).
+// stores, or stored before a gate was turned off (list attributes without
+// DRAListTypeAttributes).
 func GenerateWith(seed uint64, f allocator.Features) *Case {
 	return generate(rand.NewPCG(seed, 0x5eed), seed, f)
 }
@@ -196,8 +197,9 @@ func (g *gen) pcieRoot() (resourceapi.DeviceAttribute, bool) {
 		if g.chance(0.6) {
 			list = append(list, roots[(a+1+g.r.IntN(2))%3])
 		}
-		if !g.f.ListTypeAttributes {
-			// The API server drops list values while the gate is off.
+		if !g.f.ListTypeAttributes && g.chance(0.5) {
+			// The API server drops list values while the gate is off;
+			// a slice written before the gate was turned off keeps them.
 			return resourceapi.DeviceAttribute{StringValue: ptr.To(list[0])}, true
 		}
 		return resourceapi.DeviceAttribute{StringValues: list}, true

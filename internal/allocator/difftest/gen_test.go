@@ -197,3 +197,38 @@ func overConsumed(c *Case) bool {
 	}
 	return false
 }
+
+// TestGeneratorKeepsListsWithTheGateOff: under Kubernetes 1.37's defaults
+// (DRAListTypeAttributes off) some slices still carry list values, as ones
+// written before the gate was turned off do, and claims constrain them, so
+// that the differential run under those gates compares how both engines
+// treat them.
+func TestGeneratorKeepsListsWithTheGateOff(t *testing.T) {
+	lists, constrained := 0, 0
+	for seed := uint64(1); seed <= defaultCases; seed++ {
+		c := GenerateWith(seed, allocator.Kubernetes137Features())
+		n := 0
+		for _, s := range c.Inputs.Slices {
+			for _, d := range s.Spec.Devices {
+				if len(d.Attributes[pcieRoot].StringValues) > 0 {
+					n++
+				}
+			}
+		}
+		lists += n
+		if n == 0 {
+			continue
+		}
+		for _, claim := range c.Claims {
+			for _, con := range claim.Spec.Devices.Constraints {
+				if (con.MatchAttribute != nil && *con.MatchAttribute == pcieRoot) || (con.DistinctAttribute != nil && *con.DistinctAttribute == pcieRoot) {
+					constrained++
+				}
+			}
+		}
+	}
+	if lists < 50 || constrained < 20 {
+		t.Errorf("%d devices with list values, %d constraints on them in cases with lists, in %d cases: too few to compare", lists, constrained, defaultCases)
+	}
+	t.Logf("%d devices with list values, %d constraints on them", lists, constrained)
+}

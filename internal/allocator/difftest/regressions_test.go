@@ -119,6 +119,26 @@ func rootDev(name string, roots ...string) resourceapi.Device {
 	}}
 }
 
+// scalarRootDev is a device whose PCIe root is a single value, not a list.
+func scalarRootDev(name, root string) resourceapi.Device {
+	return resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		pcieRoot: {StringValue: ptr.To(root)},
+	}}
+}
+
+// sharedRootDev is rootDev shared between claims and requests
+// (allowMultipleAllocations).
+func sharedRootDev(name string, roots ...string) resourceapi.Device {
+	d := rootDev(name, roots...)
+	d.AllowMultipleAllocations = ptr.To(true)
+	return d
+}
+
+// distinctRoot is a distinctAttribute constraint on the PCIe root.
+func distinctRoot() resourceapi.DeviceConstraint {
+	return resourceapi.DeviceConstraint{DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(pcieRoot))}
+}
+
 func groupDev(name, group string, mem int64) resourceapi.Device {
 	return resourceapi.Device{
 		Name:       name,

@@ -119,8 +119,13 @@ func Explain(ctx context.Context, e allocator.Engine, in allocator.Inputs, claim
 				break
 			}
 			// A claim that cannot be planned (its class does not exist)
-			// has no funnel anywhere: the engine's reason says it all.
+			// has no funnel anywhere: the engine's reason says it all,
+			// in the verdicts' shape ("request NAME: ..."), the claim
+			// being named already.
 			r.Verdict = strings.TrimPrefix(err.Error(), allocator.ErrUnsatisfiable.Error()+": ")
+			if len(claims) == 1 {
+				r.Verdict = strings.TrimPrefix(r.Verdict, "claim "+allocator.ClaimKey(claims[0])+", ")
+			}
 			r.Reason = err.Error()
 			return r, nil
 		}
@@ -229,6 +234,14 @@ func (f *facts) request(claim string, fn native.Funnel) Request {
 			step.Holders = f.holders(st.Removed)
 		case native.StepCounters:
 			step.Counters = f.short(st.Removed)
+		case native.StepGates:
+			step.Reasons = st.Reasons
+		case native.StepCapacity:
+			for _, c := range st.Capacity {
+				step.Capacities = append(step.Capacities, CapacityShort{
+					Device: c.Device.String(), Capacity: c.Capacity, Needed: c.Needed, Left: c.Left, Reason: c.Reason,
+				})
+			}
 		}
 		r.Steps = append(r.Steps, step)
 	}

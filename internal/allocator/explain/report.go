@@ -102,6 +102,26 @@ type Step struct {
 	Holders []string `json:"holders,omitempty"`
 	// Counters are the counters that ran short (counters step).
 	Counters []CounterShort `json:"counters,omitempty"`
+	// Reasons say why the gates step removed devices: a gate that is off
+	// and the field that needs it, or what else refused them.
+	Reasons []string `json:"reasons,omitempty"`
+	// Capacities say what the devices the capacity step removed lack.
+	Capacities []CapacityShort `json:"capacities,omitempty"`
+}
+
+// CapacityShort is what one shared device lacks for a request's capacity
+// requests: Needed and Left, or a Reason when it could not serve the
+// request even unused.
+type CapacityShort struct {
+	// Device is driver/pool/device.
+	Device string `json:"device"`
+	// Capacity is the capacity's name.
+	Capacity string `json:"capacity,omitempty"`
+	// Needed is what the request would consume of it, Left what the
+	// device's shares leave.
+	Needed string `json:"needed,omitempty"`
+	Left   string `json:"left,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // CounterShort is one counter too short for some removed devices.

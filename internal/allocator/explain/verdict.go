@@ -89,7 +89,8 @@ func failsAt(q Request) int {
 
 // progress scores how far the funnels of a group got: steps passed, summed
 // over requests (for a firstAvailable request, its best subrequest), with
-// the candidates left at the failing step, then unused pools, breaking
+// the candidates left at the failing step (after the last step when none
+// fails, as when a constraint is what fails), then unused pools, breaking
 // ties.
 func progress(g *NodeGroup) int {
 	best := map[string]int{}
@@ -98,8 +99,8 @@ func progress(g *NodeGroup) int {
 		k := q.Claim + " " + strings.SplitN(q.Request, "/", 2)[0]
 		i := failsAt(q)
 		sc := i * 1000
-		if i < len(q.Steps) {
-			sc += min(q.Steps[i].Left, 999)
+		if len(q.Steps) > 0 {
+			sc += min(q.Steps[min(i, len(q.Steps)-1)].Left, 999)
 		}
 		if old, ok := best[k]; !ok || sc > old {
 			if !ok {
@@ -135,7 +136,11 @@ func obstacle(q Request, i int, where string) string {
 		needed = "all needed"
 	}
 	if i == 0 {
-		return fmt.Sprintf("request %s: no devices %s (%s)", q.Request, where, needed)
+		// Too few devices reachable at all: say how many there are.
+		if s.Left == 0 {
+			return fmt.Sprintf("request %s: no devices %s; %s", q.Request, where, needed)
+		}
+		return fmt.Sprintf("request %s: %d devices %s; %s", q.Request, s.Left, where, needed)
 	}
 	if s.Step == native.StepClassSelector {
 		return fmt.Sprintf("request %s: %d devices %s, %d after class %s selector %d (%s); %s",
@@ -157,7 +162,10 @@ func describe(s Step) string {
 	case native.StepSelector:
 		return fmt.Sprintf("selector %d (%s)", *s.Selector+1, s.Expression)
 	case native.StepGates:
-		return "devices the feature gates refuse"
+		if len(s.Reasons) == 0 {
+			return "devices the feature gates refuse"
+		}
+		return "devices refused (" + names(s.Reasons) + ")"
 	case native.StepTaints:
 		return "taints not tolerated"
 	case native.StepAllocated:
@@ -175,7 +183,14 @@ func describe(s Step) string {
 		}
 		return "counters (" + names(c) + ")"
 	case native.StepCapacity:
-		return "capacity left on shared devices"
+		if len(s.Capacities) == 0 {
+			return "capacity left on shared devices"
+		}
+		var c []string
+		for _, cs := range s.Capacities {
+			c = append(c, cs.String())
+		}
+		return "capacity left on shared devices (" + names(c) + ")"
 	}
 	return s.Step
 }
@@ -193,4 +208,12 @@ func firstNode(g *NodeGroup) string {
 		return ""
 	}
 	return g.Nodes[0]
+}
+
+// String is the shortfall as verdicts and tables give it.
+func (c CapacityShort) String() string {
+	if c.Reason != "" {
+		return c.Device + ": " + c.Reason
+	}
+	return fmt.Sprintf("%s capacity %s needs %s, %s left", c.Device, c.Capacity, c.Needed, c.Left)
 }

@@ -23,6 +23,9 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, err
+	}
 	p, err := s.planFor(claims)
 	if err != nil {
 		return nil, err
@@ -33,6 +36,7 @@ func (s *Session) Allocate(ctx context.Context, claims []*resourceapi.ResourceCl
 	}
 	x := s.searchFor(ctx, p, limit)
 	defer s.doneSearch(x) // release tentative counters and marks
+	x.pack = opts.Policy == allocator.PlacementPack
 
 	if opts.Node != "" {
 		ni, ok := s.nodeIdx[opts.Node]
@@ -166,12 +170,26 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			start = max(start, least)
 		}
 	}
+	// Pack examines the same nodes in another order (pack.go): order
+	// permutes the first of them, the rest follow in input order.
+	var order []int
+	if x.pack {
+		o, err := s.packNodes(ctx, p, start)
+		if err != nil {
+			return nil, err
+		}
+		order = o
+	}
 	var tried map[string]bool
 	var key []byte
 	firstReason, firstNode := "", -1
 	// What became of the nodes examined, for the message.
 	var n struct{ searched, short, alike, blocked int }
-	for ni := start; ni < s.candidates; ni++ {
+	for k := start; k < s.candidates; k++ {
+		ni := k
+		if k-start < len(order) {
+			ni = order[k-start]
+		}
 		if firstReason == "" {
 			firstNode = ni
 		}
@@ -281,6 +299,13 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 			firstReason = fmt.Sprintf("node %s: %s", s.nodes[ni].Name, x.reason)
 		}
 	}
+	if firstReason == "" && start > 0 {
+		// Every node was passed over by the cursor: an earlier claim found
+		// them without free matching devices. Say why on the first, as
+		// that claim did (a pool not used, for one), not only that.
+		firstNode = 0
+		firstReason = fmt.Sprintf("node %s: %s", s.nodes[0].Name, s.shortOf(ctx, p, s.shortSlot(p), 0))
+	}
 	if firstReason == "" {
 		firstReason = "no node has enough free matching devices"
 		firstNode = -1
@@ -294,7 +319,7 @@ func (s *Session) central(ctx context.Context, p *plan, x *search) ([]allocator.
 		{n.short, "short of matching devices"},
 		{n.alike, "like a node searched in vain"},
 		{n.blocked, "next to an incomplete or invalid pool, with a request for all devices"},
-		{start, "without free matching devices since an earlier claim"},
+		{start, "without free matching devices, as an earlier claim found"},
 	} {
 		if c.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
@@ -371,6 +396,23 @@ func appendQuantity(key []byte, q resource.Quantity) []byte {
 		return binary.AppendVarint(append(key, 'i'), v)
 	}
 	return append(append(append(key, 's'), q.String()...), 0)
+}
+
+// shortSlot is the slot that keeps the cursor of central at its start:
+// the one whose every alternative has its first live candidate furthest
+// on, so it has none on the nodes before.
+func (s *Session) shortSlot(p *plan) int {
+	best, bestAt := 0, -1
+	for i := range p.slots {
+		least := s.candidates
+		for _, sb := range p.slots[i].subs {
+			least = min(least, sb.cs.firstLive)
+		}
+		if least > bestAt {
+			best, bestAt = i, least
+		}
+	}
+	return best
 }
 
 // shortOf says why slot i has too few candidates on node ni.

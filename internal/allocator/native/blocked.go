@@ -52,10 +52,17 @@ const maxNamedPools = 3
 // reason code; empty when there are none. A claim that fails for lack of
 // devices may have been after exactly those.
 func (s *Session) skippedPools(node int) string {
+	return s.namePools(s.badPools, node, "; pools not used because they are incomplete or invalid: ") +
+		s.namePools(s.gatedPools, node, "; slices not used because a feature gate is off: ")
+}
+
+// namePools names the pools of list visible from node after intro, at
+// most maxNamedPools of them; empty when none is.
+func (s *Session) namePools(list []badPool, node int, intro string) string {
 	var named []string
 	more := 0
-	for i := range s.badPools {
-		bp := &s.badPools[i]
+	for i := range list {
+		bp := &list[i]
 		if !s.badPoolVisible(bp, node) {
 			continue
 		}
@@ -68,7 +75,7 @@ func (s *Session) skippedPools(node int) string {
 	if len(named) == 0 {
 		return ""
 	}
-	msg := "; pools not used because they are incomplete or invalid: " + strings.Join(named, ", ")
+	msg := intro + strings.Join(named, ", ")
 	if more > 0 {
 		msg += fmt.Sprintf(" and %d more", more)
 	}

@@ -119,7 +119,11 @@ func fitCapacity(requests map[resourceapi.QualifiedName]resource.Quantity, caps 
 		f.consumed[k] = v
 	}
 	for k := range caps {
-		if violatesPolicy(f.consumed[k], caps[k].policy, frac) || f.consumed[k].Cmp(caps[k].value) > 0 {
+		// Cmp through a pointer may convert its receiver to another
+		// internal form; compare a copy, so that the consumption in the
+		// result is the request as written, as kube-scheduler's is.
+		v := f.consumed[k]
+		if violatesPolicy(v, caps[k].policy, frac) || v.Cmp(caps[k].value) > 0 {
 			f.ok = false
 		}
 	}

@@ -3,6 +3,7 @@ package native
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -281,5 +282,47 @@ func TestShareIDsAreReproducible(t *testing.T) {
 	}
 	if len(first) != 36 || first[14] != '5' {
 		t.Errorf("share ID %q is not a version-5 UUID", first)
+	}
+}
+
+// TestConsumedCapacityKeepsTheRequestsForm: a share's consumed capacity is
+// the request (or the policy's default) as written, in the same internal
+// form, as kube-scheduler returns it, even when comparing it with a
+// capacity beyond int64 would convert it (upstream's
+// consumable-capacity-requests-are-not-modified). The claim and the slice
+// are left as they were.
+func TestConsumedCapacityKeepsTheRequestsForm(t *testing.T) {
+	two := *resource.NewQuantity(2, resource.BinarySI)
+	huge := resource.MustParse("1000000000000000000000")
+	d := shared("d0", "mem", "1000000000000000000002", &resourceapi.CapacityRequestPolicy{
+		Default:    ptr.To(huge.DeepCopy()),
+		ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(two.DeepCopy())},
+	})
+	slice := nodeSlice("n1", d)
+	r0, r1 := req("r0", 1), req("r1", 1)
+	r0.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"mem": two}}
+	r1.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"mem": huge}}
+	c := claim("c", r0, r1)
+	slices := []*resourceapi.ResourceSlice{slice}
+	before, claimBefore := slice.DeepCopy(), c.DeepCopy()
+
+	f := allocator.Features{ConsumableCapacity: true}
+	s := newTestSession(t, allocator.Inputs{Slices: slices, Features: &f})
+	_, res, err := allocateOne(t, s, c, allocator.Options{Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]resource.Quantity{"r0": two.DeepCopy(), "r1": huge.DeepCopy()}
+	for _, r := range res.Allocation.Devices.Results {
+		got := r.ConsumedCapacity["mem"]
+		if w := want[r.Request]; !reflect.DeepEqual(got.DeepCopy(), w) {
+			t.Errorf("request %s consumed %#v, want the request as written, %#v", r.Request, got, w)
+		}
+	}
+	if !reflect.DeepEqual(slice.DeepCopy(), before) {
+		t.Errorf("the slice changed")
+	}
+	if !reflect.DeepEqual(c.DeepCopy(), claimBefore) {
+		t.Errorf("the claim changed")
 	}
 }

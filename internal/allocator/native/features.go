@@ -1,10 +1,14 @@
 package native
 
 import (
+	"fmt"
+	"slices"
+
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
+	"github.com/drastack/drastack/internal/pool"
 )
 
 // Feature gates change what the engine sees and allows, as they change
@@ -60,14 +64,43 @@ func (s *Session) visibleSlices(in allocator.Inputs) []*resourceapi.ResourceSlic
 			continue
 		}
 		if !s.f.CompatibilityGroups && usesCompatibilityGroups(sl) {
+			s.gate(sl, fmt.Sprintf("%s, %s: DRADeviceCompatibilityGroups is off and slice %s declares compatibility groups", pool.HealthInvalid, pool.ReasonFeatureGateDisabled, sl.Name))
 			continue
 		}
 		if !s.f.PartitionableDevices {
-			sl = withoutPartitions(sl)
+			if cp := withoutPartitions(sl); cp != sl {
+				s.gate(sl, fmt.Sprintf("%s: DRAPartitionableDevices is off and slice %s selects nodes per device", pool.ReasonFeatureGateDisabled, sl.Name))
+				sl = cp
+			}
 		}
 		out = append(out, sl)
 	}
 	return out
+}
+
+// gate records that a gate that is off hides slice sl (why), in
+// Session.gatedPools.
+func (s *Session) gate(sl *resourceapi.ResourceSlice, why string) {
+	id := pool.ID{Driver: sl.Spec.Driver, Pool: sl.Spec.Pool.Name}
+	for i := range s.gatedPools {
+		if g := &s.gatedPools[i]; g.id == id {
+			g.slices = append(g.slices, sl)
+			return
+		}
+	}
+	s.gatedPools = append(s.gatedPools, badPool{id: id, slices: []*resourceapi.ResourceSlice{sl}, why: why})
+}
+
+// gatedReason is why for a bad pool, or the reason a gate hides some of
+// its slices when one does (then the cause, and the pool is named once).
+func (s *Session) gatedReason(id pool.ID, why string) string {
+	for i, g := range s.gatedPools {
+		if g.id == id {
+			s.gatedPools = slices.Delete(s.gatedPools, i, i+1)
+			return g.why
+		}
+	}
+	return why
 }
 
 // usesCompatibilityGroups reports whether a device of the slice declares

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 )
@@ -19,16 +20,18 @@ import (
 
 // Funnel steps, in the order a Stage list holds them.
 const (
-	// StepNode: the devices reachable from the node (all drivers), minus
-	// those kube-scheduler never considers under the gates.
+	// StepNode: the devices reachable from the node (all drivers).
 	StepNode = "node"
 	// StepClassSelector: one CEL selector of the request's DeviceClass.
 	StepClassSelector = "classSelector"
 	// StepSelector: one CEL selector of the request itself.
 	StepSelector = "selector"
-	// StepGates: devices the gates refuse (skipNodeOperations on a node
-	// that does not declare it, counters without partitionable devices,
-	// compatibility groups).
+	// StepGates: devices the gates refuse (binding conditions without
+	// DRADeviceBindingConditions and DRAResourceClaimDeviceStatus,
+	// skipNodeOperations without DRAOptionalNodeOperations or on a node
+	// that does not declare it, counters without DRAPartitionableDevices)
+	// and devices whose compatibility groups the devices already
+	// allocated from their counter set exclude.
 	StepGates = "gates"
 	// StepTaints: devices with a NoSchedule or NoExecute taint the request
 	// does not tolerate.
@@ -65,6 +68,29 @@ type FunnelStage struct {
 	Left int
 	// Removed are the devices this step removed, in snapshot order.
 	Removed []DeviceRef
+	// Reasons say, for the gates step, why it removed devices: the gate
+	// that is off and the field that needs it, or what else refused them.
+	// Each reason once, sorted.
+	Reasons []string
+	// Capacity says, for the capacity step, what each removed device
+	// lacks, in the order of Removed.
+	Capacity []CapacityShort
+}
+
+// CapacityShort is why a device cannot serve a request's capacity
+// requests: a consumption that does not fit what its shares leave (Needed
+// and Left set), or Reason (a capacity the device lacks, a consumption its
+// request policy does not allow or that exceeds the whole capacity).
+type CapacityShort struct {
+	Device DeviceRef
+	// Capacity is the capacity's name.
+	Capacity string
+	// Needed is what the request consumes of it; Left what the device's
+	// shares leave.
+	Needed, Left string
+	// Reason is set when the device could not serve the request even
+	// unused.
+	Reason string
 }
 
 // Funnel is how the candidates of one request (or subrequest) shrink on
@@ -135,12 +161,7 @@ func (s *Session) funnel(ctx context.Context, sb *sub, ni int, reach []int32) (F
 	if sb.all {
 		f.Count = 0
 	}
-	left := make([]int32, 0, len(reach))
-	for _, d := range reach {
-		if !s.devs[d].unselectable {
-			left = append(left, d)
-		}
-	}
+	left := slices.Clone(reach)
 	f.Stages = append(f.Stages, FunnelStage{Step: StepNode, Left: len(left)})
 	keep := func(st FunnelStage, ok func(d int32) (bool, error)) error {
 		out := left[:0]
@@ -177,10 +198,7 @@ func (s *Session) funnel(ctx context.Context, sb *sub, ni int, reach []int32) (F
 		step string
 		ok   func(d int32) bool
 	}{
-		{StepGates, func(d int32) bool {
-			dev := &s.devs[d]
-			return !dev.refused && (!dev.nodeOps || nodeOps) && s.compatAdmits(d, 0)
-		}},
+		{StepGates, func(d int32) bool { return s.refusal(d, nodeOps) == "" }},
 		{StepTaints, func(d int32) bool {
 			dev := &s.devs[d]
 			return !dev.hardTaints || tolerated(dev.dev.Taints, sb.tolerations)
@@ -195,7 +213,87 @@ func (s *Session) funnel(ctx context.Context, sb *sub, ni int, reach []int32) (F
 	for _, st := range steps {
 		_ = keep(FunnelStage{Step: st.step}, func(d int32) (bool, error) { return st.ok(d), nil })
 	}
+	for i := range f.Stages {
+		st := &f.Stages[i]
+		for _, r := range st.Removed {
+			d := s.byID[deviceID{r.Driver, r.Pool, r.Device}]
+			switch st.Step {
+			case StepGates:
+				st.Reasons = append(st.Reasons, s.refusal(d, nodeOps))
+			case StepCapacity:
+				st.Capacity = append(st.Capacity, s.capacityShort(sb, d))
+			}
+		}
+		slices.Sort(st.Reasons)
+		st.Reasons = slices.Compact(st.Reasons)
+	}
 	return f, nil
+}
+
+// refusal says why the gates, or the compatibility groups of the devices
+// already allocated, keep device d off a node (nodeOps: the node declares
+// DRAOptionalNodeOperations); empty when nothing does. The search tests
+// the same flags (search.allowed, device.unselectable).
+func (s *Session) refusal(d int32, nodeOps bool) string {
+	dev := &s.devs[d]
+	switch {
+	case dev.unselectable:
+		return "DRADeviceBindingConditions and DRAResourceClaimDeviceStatus are not both on: the device has binding conditions"
+	case dev.refused && dev.usesCounters && !s.f.PartitionableDevices:
+		return "DRAPartitionableDevices is off: the device consumes counters"
+	case dev.refused:
+		return "DRAOptionalNodeOperations is off: the device's slice skips node operations"
+	case dev.nodeOps && !nodeOps:
+		return "the node does not declare DRAOptionalNodeOperations, which the device's slice needs to skip node operations"
+	case !s.compatAdmits(d, 0):
+		return "its compatibility groups share none with the devices allocated from its counter set"
+	}
+	return ""
+}
+
+// capacityShort says what device d lacks to serve alternative sb (the
+// capacity step removed it).
+func (s *Session) capacityShort(sb *sub, d int32) CapacityShort {
+	out := CapacityShort{Device: s.ref(d)}
+	f := s.fit(sb, d)
+	caps := s.devs[d].caps
+	switch {
+	case f.err != nil:
+		out.Reason = f.err.Error()
+		return out
+	case len(f.consumed) == 0:
+		for name := range sb.capacity {
+			if !slices.ContainsFunc(caps, func(c devCap) bool { return c.name == name }) {
+				out.Capacity = string(name)
+				out.Reason = "the device has no capacity " + string(name)
+				return out
+			}
+		}
+	}
+	used := s.capUsed[d]
+	for k := range caps {
+		c, v := &caps[k], f.consumed[k]
+		out.Capacity, out.Needed = string(c.name), v.String()
+		switch {
+		case violatesPolicy(v, c.policy, s.f.FractionalCapacityRange):
+			out.Reason = fmt.Sprintf("its request policy does not allow consuming %s", v.String())
+			return out
+		case v.Cmp(c.value) > 0:
+			out.Reason = fmt.Sprintf("needs %s, the whole capacity is %s", v.String(), c.value.String())
+			return out
+		}
+		left := c.value.DeepCopy()
+		if used != nil {
+			left.Sub(used[k])
+		}
+		if v.Cmp(left) > 0 {
+			out.Left = left.String()
+			return out
+		}
+	}
+	out.Capacity, out.Needed = "", ""
+	out.Reason = "the device cannot serve the request"
+	return out
 }
 
 func (s *Session) ref(d int32) DeviceRef {
@@ -203,16 +301,21 @@ func (s *Session) ref(d int32) DeviceRef {
 	return DeviceRef{Driver: id.driver, Pool: id.pool, Device: id.device}
 }
 
-// SkippedPool is an incomplete or invalid pool the engine does not use.
+// SkippedPool is an incomplete or invalid pool the engine does not use,
+// or one with slices a gate that is off hides from it.
 type SkippedPool struct {
 	Driver, Pool string
 	// Why is the DevicePool health and reason code, for example
-	// "Invalid, MissingCounter" or "Incomplete, IncompletePool: 1 of 2 slices".
+	// "Invalid, MissingCounter" or "Incomplete, IncompletePool: 1 of 2 slices",
+	// or for slices a gate hides, FeatureGateDisabled and the gate, for
+	// example "FeatureGateDisabled: DRAPartitionableDevices is off and
+	// slice s1 selects nodes per device".
 	Why string
 }
 
-// SkippedPools lists the incomplete or invalid pools with a slice reachable
-// from node (empty: pools that need no node).
+// SkippedPools lists the incomplete or invalid pools, and those with
+// slices a gate that is off hides, with a slice reachable from node
+// (empty: pools that need no node).
 func (s *Session) SkippedPools(node string) []SkippedPool {
 	ni := -1
 	if node != "" {
@@ -223,10 +326,12 @@ func (s *Session) SkippedPools(node string) []SkippedPool {
 		ni = i
 	}
 	var out []SkippedPool
-	for i := range s.badPools {
-		bp := &s.badPools[i]
-		if s.badPoolVisible(bp, ni) {
-			out = append(out, SkippedPool{Driver: bp.id.Driver, Pool: bp.id.Pool, Why: bp.why})
+	for _, list := range [][]badPool{s.badPools, s.gatedPools} {
+		for i := range list {
+			bp := &list[i]
+			if s.badPoolVisible(bp, ni) {
+				out = append(out, SkippedPool{Driver: bp.id.Driver, Pool: bp.id.Pool, Why: bp.why})
+			}
 		}
 	}
 	return out

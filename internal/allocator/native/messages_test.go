@@ -1,6 +1,7 @@
 package native
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,5 +74,26 @@ func TestBadPoolReason(t *testing.T) {
 	s = newTestSession(t, allocator.Inputs{Slices: sl})
 	if got := s.skippedPools(-1); got == "" {
 		t.Error("a pool for all nodes is not named")
+	}
+}
+
+// TestMessageAfterAnEarlierClaim: a claim for which every node was passed
+// over, because an earlier claim of the session found them without free
+// matching devices, still gets the real cause (here the node's only pool
+// is invalid), not only that an earlier claim took something.
+func TestMessageAfterAnEarlierClaim(t *testing.T) {
+	sl := migNode()
+	sl[0].Spec.Devices[0].ConsumesCounters[0].CounterSet = "nope"
+	s := newTestSession(t, allocator.Inputs{Slices: sl, Nodes: []*corev1.Node{node("n1", nil)}})
+	for _, name := range []string{"first", "second"} {
+		_, _, err := allocateOne(t, s, claim(name, req("r", 1)), allocator.Options{})
+		if err == nil {
+			t.Fatalf("claim %s allocated from an invalid pool", name)
+		}
+		checkError(t, err, allocator.ErrUnsatisfiable, "",
+			"first: node n1: request r: 0 matching devices available, 1 needed; pools not used because they are incomplete or invalid: gpu.example.com/n1 (Invalid, MissingCounterSet)")
+		if strings.Contains(err.Error(), "since an earlier claim") {
+			t.Errorf("claim %s: %v: an earlier claim took nothing", name, err)
+		}
 	}
 }

@@ -477,7 +477,7 @@ func (s *Session) planSub(claim *resourceapi.ResourceClaim, ri, si int, name, cl
 	}
 	class, ok := s.classes[className]
 	if !ok {
-		return sb, fmt.Errorf("claim %s, request %s: device class %q does not exist: %w", allocator.ClaimKey(claim), name, className, allocator.ErrUnsatisfiable)
+		return sb, fmt.Errorf("%w: claim %s, request %s: device class %q does not exist", allocator.ErrUnsatisfiable, allocator.ClaimKey(claim), name, className)
 	}
 	sb.class = class
 	ci := s.classInfo(class)

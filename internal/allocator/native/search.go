@@ -52,6 +52,15 @@ type search struct {
 	groupUndo []groupSaved
 	// nodeOps: the node declares DRAOptionalNodeOperations.
 	nodeOps bool
+	// pack: candidates are tried in the Pack policy's order (pack.go);
+	// packBuf and packKeys are its scratch space.
+	pack     bool
+	packBuf  [][][]int32
+	packKeys []packKey
+	// gang is set when the search places one member of a gang (gang.go):
+	// other members' choices are tentatively applied, a complete choice
+	// continues with the next member, and the steps count for the gang.
+	gang *gangSearch
 }
 
 type choice struct {
@@ -93,6 +102,9 @@ func (x *search) reset(node int) {
 	}
 	clear(x.subChoice)
 	clear(x.matchSet)
+	if x.gang != nil {
+		x.gang.preset(x)
+	}
 	for i := range x.used {
 		// Empty after the undo above, but values may linger at zero.
 		clear(x.used[i])
@@ -151,7 +163,7 @@ func (x *search) run(node int) (bool, error) {
 		if x.celFalse {
 			x.reason = "no combination of devices satisfies the CEL constraints"
 		} else {
-			x.reason = "constraints and counters leave no complete set of devices"
+			x.reason = "constraints and counters leave no complete set of devices" + x.distinctListsIgnored()
 		}
 	}
 	return ok, err
@@ -169,7 +181,11 @@ func (x *search) load() error {
 			if err != nil {
 				return x.p.candidateError(i, b, err)
 			}
-			x.s.prune(nc)
+			if x.gang == nil {
+				// A gang prunes before it searches (gang.go): other
+				// members' tentative choices must not count as gone.
+				x.s.prune(nc)
+			}
 			if sb.all || sb.admin {
 				x.cands[i][b] = nc.all
 			} else {
@@ -177,6 +193,9 @@ func (x *search) load() error {
 			}
 			if err := x.checkCapacity(i, b); err != nil {
 				return err
+			}
+			if x.pack {
+				x.cands[i][b] = x.packOrder(i, b, x.cands[i][b])
 			}
 		}
 	}
@@ -292,6 +311,12 @@ func (x *search) countUsable(i int, sb *sub, c []int32, enough int) int {
 
 func (x *search) step() error {
 	x.steps++
+	if x.gang != nil {
+		x.gang.steps++
+		if x.gang.steps > x.limit {
+			return fmt.Errorf("%w: gang %s: gave up after %d steps (devices tried over all members); narrow the members' requests or constraints", allocator.ErrSearchBound, x.gang.name, x.limit)
+		}
+	}
 	if x.steps > x.limit {
 		return fmt.Errorf("%w: gave up after %d steps (devices tried); the claims' constraints leave too many combinations to check, narrow them with selectors or a smaller count", allocator.ErrSearchBound, x.limit)
 	}
@@ -312,7 +337,7 @@ func (x *search) step() error {
 // them all.
 func (x *search) slot(i int) (bool, error) {
 	if i == len(x.p.slots) {
-		return true, nil
+		return x.complete()
 	}
 	tooMany := true
 	for b := range x.p.slots[i].subs {
@@ -345,7 +370,7 @@ func (x *search) enterSub(i, b int, c []int32) (bool, error) {
 			if name, n, ok := x.lacking(i, sb, c, m); ok {
 				x.failf("request %s: constraint matchAttribute %s: none of the %d matching devices has that attribute", name, x.p.match[m], n)
 			} else {
-				x.failf("request %s: no value of %s is shared by enough devices", sb.name, x.p.match[m])
+				x.failf("request %s: no value of %s is shared by enough devices%s", sb.name, x.p.match[m], x.listsIgnored(sb, c, x.p.match[m], listsMatchNothing))
 			}
 		}
 		for _, v := range values {

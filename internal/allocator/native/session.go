@@ -132,7 +132,13 @@ type Session struct {
 	reachIDs map[string]int32
 	nodeSels []*nodeSel
 	badPools []badPool
-	pools    []poolState
+	// gatedPools are pools with slices that a gate that is off hides
+	// from the engine (features.go), for messages only: kube-scheduler
+	// ignores such slices as if they did not exist, so they keep no
+	// request for all devices off a node. A pool that is bad besides is
+	// named once, among badPools (gatedReason).
+	gatedPools []badPool
+	pools      []poolState
 	// blocked caches, per node, whether an incomplete or invalid pool is
 	// visible from it (0 unknown, 1 yes, 2 no); see allBlocked.
 	blocked []int8
@@ -161,6 +167,10 @@ type Session struct {
 	derived map[string][]*derivedResult
 	// lastPlan is the last Allocate call's plan (planFor).
 	lastPlan cachedPlan
+	// pack is the Pack policy's view of partitions (pack.go), built on
+	// first use; release is what Release needs (release.go).
+	pack    *packState
+	release *releaseState
 
 	// exprResults caches selector results per expression and device:
 	// 0 unknown, 1 true, 2 false.
@@ -178,6 +188,9 @@ type Session struct {
 	attrCache  map[string][][]string
 	stringKeys map[string][]string
 	intKeys    map[int64][]string
+	// listKeys: some attribute value was a list while
+	// DRAListTypeAttributes is off (attrKeysOf).
+	listKeys bool
 	// celVals holds the CEL constraint view per device, built on demand,
 	// and content the identity of its contents (see contentID).
 	celVals    []ref.Val
@@ -229,7 +242,7 @@ func newSession(ctx context.Context, e *Engine, in allocator.Inputs) (*Session, 
 	var footprints []*big.Rat
 	for _, p := range pool.Group(s.visibleSlices(in)) {
 		if !p.Allocatable() {
-			s.badPools = append(s.badPools, badPool{id: p.ID, slices: p.Slices, why: badPoolReason(p)})
+			s.badPools = append(s.badPools, badPool{id: p.ID, slices: p.Slices, why: s.gatedReason(p.ID, badPoolReason(p))})
 			continue
 		}
 		footprints = s.addPool(p, selIdx, footprints)
@@ -472,6 +485,7 @@ func (s *Session) Record(claim *resourceapi.ResourceClaim) error {
 		if !charged {
 			s.pools[d.pool].overdrawn += s.charge(d, -1)
 			s.compat.dirty = true
+			s.packTouch(i)
 		}
 	}
 	return nil

@@ -32,6 +32,11 @@ func (x *search) usable(i int, sb *sub, d int32) bool {
 		if x.matchSet[m] && !containsStr(x.values(sb, x.p.match[m], d), x.matchVal[m]) {
 			return false
 		}
+		// A list value (DRAListTypeAttributes off) matches nothing, not
+		// even the same shared device taken again for another request.
+		if x.matchSet[m] && isListKey(x.matchVal[m:m+1]) && x.inMatchSet(m) {
+			return false
+		}
 	}
 	for _, m := range sb.distinct {
 		vals := x.values(sb, x.p.distinct[m], d)
@@ -43,8 +48,96 @@ func (x *search) usable(i int, sb *sub, d int32) bool {
 				return false
 			}
 		}
+		if !x.listFirst(i, m, d, vals) {
+			return false
+		}
 	}
 	return true
+}
+
+// listFirst applies what kube-scheduler does with a distinctAttribute
+// constraint over a list value while DRAListTypeAttributes is off: it
+// compares scalars only, so a list value conflicts with no other value,
+// but it accepts a device with a list value only as the first device of
+// the constraint's set, in its own order (requests in claim order, then
+// scheduler order within a request). Device d, with values vals, may join
+// constraint m's set for slot i when the set stays one in which at most
+// one device has a list value and that device comes first in that order.
+func (x *search) listFirst(i, m int, d int32, vals []string) bool {
+	if x.s.f.ListTypeAttributes || !x.s.listKeys {
+		return true
+	}
+	list := isListKey(vals)
+	for _, ch := range x.chosen {
+		csb := &x.p.slots[ch.slot].subs[ch.sub]
+		if !containsInt(csb.distinct, m) {
+			continue
+		}
+		other := isListKey(x.values(csb, x.p.distinct[m], ch.dev))
+		switch {
+		case list && (other || ch.slot < i || x.s.schedulerOrder(ch.dev, d) < 0):
+			return false
+		case !list && other && ch.slot == i && x.s.schedulerOrder(ch.dev, d) > 0:
+			return false
+		}
+	}
+	return true
+}
+
+// Notes for a constraint's message when list values are among its
+// candidates while DRAListTypeAttributes is off: the user hears that the
+// gate, not the values, is what fails.
+const (
+	listsMatchNothing = " (DRAListTypeAttributes is off: a device's list of values matches no other device)"
+	listsOnlyFirst    = " (DRAListTypeAttributes is off: a distinctAttribute constraint takes a device with a list of values only as its first device)"
+)
+
+// listsIgnored returns note when some candidate of c has a list value of
+// attr for sb while DRAListTypeAttributes is off, else "".
+func (x *search) listsIgnored(sb *sub, c []int32, attr, note string) string {
+	if x.s.f.ListTypeAttributes || !x.s.listKeys {
+		return ""
+	}
+	for _, d := range c {
+		if isListKey(x.values(sb, attr, d)) {
+			return note
+		}
+	}
+	return ""
+}
+
+// distinctListsIgnored is listsOnlyFirst when a candidate of a request
+// bound by a distinctAttribute constraint has a list value of its
+// attribute, for a search that found nothing else to blame.
+func (x *search) distinctListsIgnored() string {
+	for i := range x.p.slots {
+		for b := range x.p.slots[i].subs {
+			sb := &x.p.slots[i].subs[b]
+			for _, m := range sb.distinct {
+				if note := x.listsIgnored(sb, x.cands[i][b], x.p.distinct[m], listsOnlyFirst); note != "" {
+					return note
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// inMatchSet reports whether a device is already chosen for a request
+// that matchAttribute constraint m binds.
+func (x *search) inMatchSet(m int) bool {
+	for _, ch := range x.chosen {
+		if containsInt(x.p.slots[ch.slot].subs[ch.sub].match, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// isListKey reports whether vals is the key of a list value that
+// attrKeysOf gives while DRAListTypeAttributes is off.
+func isListKey(vals []string) bool {
+	return len(vals) == 1 && strings.HasPrefix(vals[0], "l:")
 }
 
 // free reports whether device d is free for alternative sb of slot i: a
@@ -290,12 +383,13 @@ func (s *Session) attrKeysOf(a resourceapi.DeviceAttribute, ok bool, d int32) []
 	case hasList(&a) && !s.f.ListTypeAttributes:
 		// Without DRAListTypeAttributes kube-scheduler compares scalars
 		// only: a list value equals nothing, so a matchAttribute set with
-		// it and another device fails. (For distinctAttribute it accepts a
-		// list value only on the first device it places; the native engine
-		// accepts it anywhere, the one case where it may allocate where
-		// kube-scheduler would not. The API server drops list values from
-		// slices written while the gate is off.)
+		// it and another device fails, and it differs from every value,
+		// so a distinctAttribute set takes it, but only as its first
+		// device (search.listFirst). The API server drops list values
+		// from slices written while the gate is off; slices written
+		// before keep them.
 		v = []string{"l:" + strconv.Itoa(int(d))}
+		s.listKeys = true
 	case !hasList(&a) && a.StringValue != nil:
 		// Scalars repeat across devices: share one key list per value.
 		if v = s.stringKeys[*a.StringValue]; v == nil {

@@ -112,7 +112,7 @@ func (x *search) strictOne(i, b, k int, inSub bool, start int) (bool, error) {
 		return false, err
 	}
 	if i == len(x.p.slots) {
-		return true, nil
+		return x.complete()
 	}
 	sl := &x.p.slots[i]
 	if sl.firstAvailable && !inSub {
@@ -217,7 +217,9 @@ func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 		if len(vals) == 0 {
 			return false, true
 		}
-		if st := x.strict.inter[m]; len(st) > 0 && !intersects(st[len(st)-1], vals) {
+		if st := x.strict.inter[m]; len(st) > 0 && (!intersects(st[len(st)-1], vals) || isListKey(vals)) {
+			// A list value (DRAListTypeAttributes off) matches nothing,
+			// not even the same shared device again.
 			return false, true
 		}
 	}
@@ -230,6 +232,9 @@ func (x *search) strictUsable(i int, sb *sub, d int32) (ok, broken bool) {
 			if x.used[m][v] > 0 {
 				return false, true
 			}
+		}
+		if !x.listFirst(i, m, d, vals) {
+			return false, true
 		}
 	}
 	// Capacity is checked last, after the constraints, as kube-scheduler

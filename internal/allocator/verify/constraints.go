@@ -18,19 +18,32 @@ type valueSet map[string]bool
 // attributeValues looks up a fully qualified attribute on a device of
 // driver. Devices may publish their driver's own attributes without the
 // domain, so "driver/name" also finds "name".
-func attributeValues(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, driver string, name resourceapi.FullyQualifiedName) (valueSet, bool) {
+func attributeValues(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, driver string, name resourceapi.FullyQualifiedName) (resourceapi.DeviceAttribute, bool) {
 	a, ok := attrs[resourceapi.QualifiedName(name)]
 	if !ok {
 		domain, id, found := strings.Cut(string(name), "/")
 		if !found || domain != driver {
-			return nil, false
+			return a, false
 		}
 		if a, ok = attrs[resourceapi.QualifiedName(id)]; !ok {
-			return nil, false
+			return a, false
 		}
 	}
-	s := toValueSet(a)
-	return s, len(s) > 0
+	return a, true
+}
+
+// listValue stands, while DRAListTypeAttributes is off, for every value of
+// an attribute with list values: kube-scheduler then compares scalars only,
+// so such a value matches no other device (checkMatch) and conflicts with
+// no scalar but with any other list value (checkDistinct).
+const listValue = "list"
+
+// valuesOf is attribute a as the constraints of the checker's gates see it.
+func (k *check) valuesOf(a resourceapi.DeviceAttribute) valueSet {
+	if !k.features.ListTypeAttributes && (len(a.IntValues) > 0 || len(a.BoolValues) > 0 || len(a.StringValues) > 0 || len(a.VersionValues) > 0) {
+		return valueSet{listValue: true}
+	}
+	return toValueSet(a)
 }
 
 // toValueSet is an attribute's values as a set.
@@ -84,11 +97,15 @@ func (k *check) valuesFor(res result, name resourceapi.FullyQualifiedName) (valu
 		if a == nil {
 			return nil, false, nil
 		}
-		s := toValueSet(*a)
+		s := k.valuesOf(*a)
 		return s, len(s) > 0, nil
 	}
-	s, ok := attributeValues(res.dev.Device.Attributes, res.Driver, name)
-	return s, ok, nil
+	a, ok := attributeValues(res.dev.Device.Attributes, res.Driver, name)
+	if !ok {
+		return nil, false, nil
+	}
+	s := k.valuesOf(a)
+	return s, len(s) > 0, nil
 }
 
 // derivedCache compiles derived attribute expressions for valuesFor.
@@ -135,6 +152,10 @@ func (k *check) checkMatch(name resourceapi.FullyQualifiedName, results []result
 			k.fail(RuleMatchAttribute, res.id.String(), "device has no attribute %s", name)
 			return
 		}
+		if vals[listValue] && len(results) > 1 {
+			k.fail(RuleMatchAttribute, res.id.String(), "attribute %s has list values, which match no other device while DRAListTypeAttributes is off", name)
+			return
+		}
 		if i == 0 {
 			common = vals
 			continue
@@ -153,8 +174,19 @@ func (k *check) checkMatch(name resourceapi.FullyQualifiedName, results []result
 	}
 }
 
+// checkDistinct also holds, while DRAListTypeAttributes is off, what
+// kube-scheduler does then: it takes a device with list values only as the
+// first device of the constraint, so such a device must belong to the
+// first of the constrained requests that got devices. (Which device of
+// that request kube-scheduler places first is not checked.)
 func (k *check) checkDistinct(name resourceapi.FullyQualifiedName, results []result) {
 	var seen []valueSet
+	first := -1
+	for _, res := range results {
+		if i := k.requestIndex(res.req.parent); first < 0 || i < first {
+			first = i
+		}
+	}
 	for _, res := range results {
 		vals, ok, err := k.valuesFor(res, name)
 		if err != nil {
@@ -163,6 +195,10 @@ func (k *check) checkDistinct(name resourceapi.FullyQualifiedName, results []res
 		}
 		if !ok {
 			k.fail(RuleDistinctAttribute, res.id.String(), "device has no attribute %s", name)
+			return
+		}
+		if vals[listValue] && k.requestIndex(res.req.parent) != first {
+			k.fail(RuleDistinctAttribute, res.id.String(), "attribute %s has list values, which kube-scheduler takes only on the first device of the constraint while DRAListTypeAttributes is off", name)
 			return
 		}
 		for _, other := range seen {
@@ -175,6 +211,11 @@ func (k *check) checkDistinct(name resourceapi.FullyQualifiedName, results []res
 		}
 		seen = append(seen, vals)
 	}
+}
+
+// requestIndex is the position of the top-level request name in the claim.
+func (k *check) requestIndex(name string) int {
+	return slices.IndexFunc(k.claim.Spec.Devices.Requests, func(r resourceapi.DeviceRequest) bool { return r.Name == name })
 }
 
 func sorted(s valueSet) []string {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/drastack/drastack/internal/allocator"
 )
 
 func TestCheck(t *testing.T) {
@@ -143,4 +145,49 @@ func escape(s string) string {
 		}
 	}
 	return out
+}
+
+// TestListValuesWithTheGateOff: without DRAListTypeAttributes the rules are
+// kube-scheduler's then: a list value matches no other device, and a
+// distinctAttribute constraint takes at most one device with list values.
+func TestListValuesWithTheGateOff(t *testing.T) {
+	n1 := nodeNameSelector("node-1")
+	twoGPUs := func() *resourceapi.ResourceClaim { return claimWith("c", exact("gpu", "gpu", 2)) }
+	tests := []struct {
+		name    string
+		claim   *resourceapi.ResourceClaim
+		alloc   *resourceapi.AllocationResult
+		on, off []Rule
+	}{
+		{name: "matchAttribute over two lists that share a value", claim: constrain(twoGPUs(), match(pcieRoot)),
+			alloc: alloc(n1, res("gpu", "node-1", "gpu-0"), res("gpu", "node-1", "gpu-1")), off: []Rule{RuleMatchAttribute}},
+		{name: "distinctAttribute over two disjoint lists", claim: constrain(twoGPUs(), distinct(pcieRoot)),
+			alloc: alloc(n1, res("gpu", "node-1", "gpu-0"), res("gpu", "node-1", "gpu-4")), off: []Rule{RuleDistinctAttribute}},
+		{name: "distinctAttribute over one device with a list", claim: constrain(claimWith("c", exact("gpu", "gpu", 1)), distinct(pcieRoot)),
+			alloc: alloc(n1, res("gpu", "node-1", "gpu-0"))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, gate := range []bool{true, false} {
+				in := fixture()
+				f := allocator.DefaultFeatures()
+				f.ListTypeAttributes = gate
+				in.Features = &f
+				var got []Rule
+				for _, err := range New(in).Check(tc.claim, tc.alloc, "node-1") {
+					var v *Violation
+					if errors.As(err, &v) {
+						got = append(got, v.Rule)
+					}
+				}
+				want := tc.on
+				if !gate {
+					want = tc.off
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("DRAListTypeAttributes=%v: rules %v, want %v", gate, got, want)
+				}
+			}
+		})
+	}
 }

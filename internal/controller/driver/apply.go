@@ -34,11 +34,23 @@ const maxProblemMessage = 300
 // name that the operator did not create is never forced: the conflict is
 // reported and the object left as it is. It returns the objects that
 // failed; the others are applied regardless.
+//
+// The render orders CustomResourceDefinitions before the workloads; a
+// workload is applied only when every definition of the render is
+// established (as the API server answered the apply), so that no plugin or
+// controller starts before the custom resources it lists are served. The
+// definitions not established yet are recorded in d.pendingCRDs; their
+// status change (a watched event) brings the next reconcile.
 func (r *Reconciler) apply(ctx context.Context, st *v1alpha1.DRAStack, d *declared, in *installed) []driver.ApplyProblem {
 	rd := d.rendered
 	var problems []driver.ApplyProblem
+	d.pendingCRDs = nil
 	for _, u := range rd.Objects {
 		if u.GetKind() == "Namespace" {
+			continue
+		}
+		gk := u.GroupVersionKind().GroupKind()
+		if driver.IsWorkload(gk) && len(d.pendingCRDs) > 0 {
 			continue
 		}
 		id := objectID(u.GetKind(), u.GetNamespace(), u.GetName())
@@ -52,6 +64,11 @@ func (r *Reconciler) apply(ctx context.Context, st *v1alpha1.DRAStack, d *declar
 			after, p, replacedFrom = r.replaceDrifted(ctx, u, after, p)
 		}
 		if p != nil {
+			if driver.IsCRD(gk) {
+				// The workloads wait for a definition that could not be
+				// applied as for one not established yet.
+				d.pendingCRDs = append(d.pendingCRDs, u.GetName())
+			}
 			if p.Invalid {
 				// The API server refused what the spec rendered to: a spec
 				// error (a patch that sets a bad value), reported with the
@@ -62,6 +79,9 @@ func (r *Reconciler) apply(ctx context.Context, st *v1alpha1.DRAStack, d *declar
 			continue
 		}
 		r.memory.set(key, hash)
+		if driver.IsCRD(gk) && !driver.CRDEstablished(after) {
+			d.pendingCRDs = append(d.pendingCRDs, u.GetName())
+		}
 		a := driver.Applied{Before: before, PrevHash: prevHash, Hash: hash, Existed: have != nil,
 			AfterUID: string(after.GetUID()), AfterGeneration: after.GetGeneration(), AfterResourceVersion: after.GetResourceVersion()}
 		if have != nil {
@@ -255,6 +275,7 @@ func (r *Reconciler) applyNamespace(ctx context.Context, want []*declared) {
 // produces: a DeviceClass dropped from the spec, the controller of a
 // feature turned off, objects left in a previous namespace, or the taint
 // of an interrupted removal (the driver is back, so allocations resume).
+// CustomResourceDefinitions are never pruned.
 func (r *Reconciler) prune(ctx context.Context, stack string, rd *driver.Rendered, in *installed) error {
 	if in == nil {
 		return nil
@@ -264,7 +285,10 @@ func (r *Reconciler) prune(ctx context.Context, stack string, rd *driver.Rendere
 		keep[objectID(u.GetKind(), u.GetNamespace(), u.GetName())] = true
 	}
 	for _, o := range append(append([]object(nil), in.objects...), in.taintRules...) {
-		if keep[o.id()] {
+		if keep[o.id()] || !driver.Prunable(o.gvk.GroupKind()) {
+			// A CustomResourceDefinition the render no longer produces
+			// stays: deleting it would delete its custom resources. The
+			// driver's removal handles it.
 			continue
 		}
 		r.memory.forget(stack + "/" + rd.Driver + "/" + o.id())

@@ -55,7 +55,7 @@ func (p publishing) nodesOf(names []string) map[string]bool {
 
 // observe gathers what Assess needs about one declared driver.
 func (r *Reconciler) observe(ctx context.Context, st *v1alpha1.DRAStack, d *declared, pub publishing, now time.Time) (driver.Observed, error) {
-	o := driver.Observed{Now: now, Rendered: d.rendered, RenderErr: d.renderErr, ApplyProblems: d.problems, Cluster: st.Status.Cluster}
+	o := driver.Observed{Now: now, Rendered: d.rendered, RenderErr: d.renderErr, ApplyProblems: d.problems, Cluster: st.Status.Cluster, PendingCRDs: d.pendingCRDs}
 	names := driver.DriverNames(&d.spec)
 	if d.rendered != nil {
 		names = d.rendered.DriverNames

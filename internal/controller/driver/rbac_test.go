@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 	"sigs.k8s.io/yaml"
@@ -26,6 +27,14 @@ func profileInput(p v1alpha1.DriverProfile) driver.Input {
 	switch p {
 	case v1alpha1.DriverProfileNVIDIAGPU:
 		spec.Name = driver.NVIDIAGPUDriver
+		// Every rule the profile can grant: the MPSSupport gate adds one.
+		spec.NVIDIA = &v1alpha1.NVIDIAOptions{FeatureGates: map[string]bool{"MPSSupport": true}}
+	case v1alpha1.DriverProfileAMDGPU:
+		spec.Name = driver.AMDDriver
+	case v1alpha1.DriverProfileIntelGPU:
+		spec.Name = driver.IntelDriver
+	case v1alpha1.DriverProfileDRANET:
+		spec.Name = driver.DRANETDriver
 	case v1alpha1.DriverProfileCustom:
 		spec.Name = "fpga.acme.io"
 		spec.Image = "registry.acme.io/fpga-dra-plugin:1.4.2"
@@ -142,5 +151,38 @@ func TestProfileGrantsCheckCatchesGaps(t *testing.T) {
 	named := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}, ResourceNames: []string{"node-a"}}}
 	if ok, _ := rbacvalidation.Covers(named, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}); ok {
 		t.Error("a rule for node-a only covers a grant for every node")
+	}
+}
+
+// TestProfileCRDsAreHeld: the operator holds, by name, what it needs for
+// every CustomResourceDefinition a profile installs (apply: create and
+// patch; removal: get, delete, and list of the custom resources).
+func TestProfileCRDsAreHeld(t *testing.T) {
+	held := readManagerRole(t)
+	crds := 0
+	for _, p := range driver.ProfileNames() {
+		rd, err := driver.Render(profileInput(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range rd.Objects {
+			if u.GetKind() != "CustomResourceDefinition" {
+				continue
+			}
+			crds++
+			group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+			plural, _, _ := unstructured.NestedString(u.Object, "spec", "names", "plural")
+			need := []rbacv1.PolicyRule{
+				{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"create"}},
+				{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "patch", "delete"}, ResourceNames: []string{u.GetName()}},
+				{APIGroups: []string{group}, Resources: []string{plural}, Verbs: []string{"list"}},
+			}
+			if ok, missing := rbacvalidation.Covers(held, need); !ok {
+				t.Errorf("profile %s installs CustomResourceDefinition %s, but %s lacks %v: add its name to the resourceNames of the marker in setup.go", p, u.GetName(), managerRole, missing)
+			}
+		}
+	}
+	if crds == 0 {
+		t.Error("no profile installs a CustomResourceDefinition; the test checks nothing")
 	}
 }

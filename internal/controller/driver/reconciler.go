@@ -80,6 +80,9 @@ type declared struct {
 	rendered  *driver.Rendered
 	renderErr error
 	problems  []driver.ApplyProblem
+	// pendingCRDs are the render's CustomResourceDefinitions that were
+	// not established after this apply; its workloads were held back.
+	pendingCRDs []string
 }
 
 // Reconcile converges the drivers of one DRAStack. It is level based: it
@@ -100,9 +103,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	var want []*declared
 	if !deleting {
+		nodes, err := r.nodeFacts(ctx, st.Spec.Drivers)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
 		for i, spec := range st.Spec.Drivers {
 			d := &declared{spec: spec, path: field.NewPath("spec", "drivers").Index(i)}
-			d.rendered, d.renderErr = driver.Render(driver.Input{Stack: st.Name, Namespace: namespace, Driver: spec, Path: d.path})
+			d.rendered, d.renderErr = driver.Render(driver.Input{Stack: st.Name, Namespace: namespace, Driver: spec, Path: d.path, Nodes: nodes})
 			want = append(want, d)
 		}
 	}

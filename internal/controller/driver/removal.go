@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -9,10 +10,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -66,10 +71,14 @@ func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, na
 		Tainted:          len(in.taintRules) >= len(names),
 		DeviceClasses:    in.count(func(gk schema.GroupKind) bool { return gk.Kind == "DeviceClass" }),
 		Workloads:        in.count(isWorkload),
-		Objects:          in.count(func(gk schema.GroupKind) bool { return !isWorkload(gk) }),
+		Objects:          in.count(isOther),
+		CRDs:             in.count(driver.IsCRD),
 	}
 	var err error
 	if state.BlockingClaims, err = r.blockingClaims(ctx, names); err != nil {
+		return nil, false, err
+	}
+	if state.CustomResources, err = r.customResources(ctx, in); err != nil {
 		return nil, false, err
 	}
 	pods := &corev1.PodList{}
@@ -98,6 +107,12 @@ func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, na
 			r.Recorder.Eventf(st, nil, corev1.EventTypeWarning, ReasonForceRemovalWithClaims, "Remove", "%s", msg)
 		}
 	}
+	if msg := driver.KeptCRDsWarning(name, state, step); msg != "" && r.memory.once(st.Name+"/"+name+"/!crds") {
+		logger.Info("Removal keeps CustomResourceDefinitions that still have custom resources", "customResources", state.CustomResources)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(st, nil, corev1.EventTypeWarning, ReasonCustomResourceDefinitionsKept, "Remove", "%s", msg)
+		}
+	}
 	for _, action := range step.Actions {
 		logger.Info("Removal step", "phase", step.Phase, "action", action)
 		if err := r.act(ctx, st, name, names, policy, in, slicesLeft, taintGVK, action); err != nil {
@@ -124,7 +139,17 @@ func (r *Reconciler) act(ctx context.Context, st *v1alpha1.DRAStack, name string
 	case driver.ActionDeleteWorkloads:
 		return r.deleteMatching(in.objects, isWorkload, ctx)
 	case driver.ActionDeleteObjects:
-		return r.deleteMatching(in.objects, func(gk schema.GroupKind) bool { return !isWorkload(gk) }, ctx)
+		return r.deleteMatching(in.objects, isOther, ctx)
+	case driver.ActionDeleteCRDs:
+		return r.deleteMatching(in.objects, driver.IsCRD, ctx)
+	case driver.ActionReleaseCRDs:
+		for _, o := range in.objects {
+			if driver.IsCRD(o.gvk.GroupKind()) {
+				if err := r.releaseCRD(ctx, o); err != nil {
+					return err
+				}
+			}
+		}
 	case driver.ActionDeleteSlices:
 		for i := range slicesLeft {
 			if err := r.Client.Delete(ctx, &slicesLeft[i]); err != nil && !apierrors.IsNotFound(err) {
@@ -153,7 +178,94 @@ func (r *Reconciler) deleteMatching(objs []object, match func(schema.GroupKind) 
 }
 
 func isWorkload(gk schema.GroupKind) bool {
-	return slices.Contains(driver.WorkloadKinds, gk)
+	return driver.IsWorkload(gk)
+}
+
+// isOther: the kinds ActionDeleteObjects deletes, neither workloads nor
+// CustomResourceDefinitions.
+func isOther(gk schema.GroupKind) bool {
+	return !driver.IsWorkload(gk) && !driver.IsCRD(gk)
+}
+
+// ReasonCustomResourceDefinitionsKept is the reason of the Warning when a
+// removal leaves a driver's CustomResourceDefinitions because custom
+// resources of them exist.
+const ReasonCustomResourceDefinitionsKept = "CustomResourceDefinitionsKept"
+
+// customResources lists the custom resources ("Kind namespace/name",
+// sorted) of the driver's CustomResourceDefinitions: the served version of
+// each definition, read from the API server, then its objects' metadata.
+// A definition being deleted or not found has none to wait for.
+func (r *Reconciler) customResources(ctx context.Context, in *installed) ([]string, error) {
+	var out []string
+	for _, o := range in.objects {
+		if !driver.IsCRD(o.gvk.GroupKind()) {
+			continue
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: o.GetName()}, crd); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("get CustomResourceDefinition %s: %w", o.GetName(), err)
+		}
+		version := servedVersion(crd)
+		if version == "" {
+			continue
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.ListKind})
+		if err := r.APIReader.List(ctx, list); err != nil {
+			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+				continue // not served yet, or any more
+			}
+			return nil, fmt.Errorf("list %s: %w", crd.Spec.Names.Plural, err)
+		}
+		for _, item := range list.Items {
+			out = append(out, objectID(crd.Spec.Names.Kind, item.Namespace, item.Name))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// servedVersion is a definition's storage version when served, else its
+// first served version.
+func servedVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	first := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Served && v.Storage {
+			return v.Name
+		}
+		if v.Served && first == "" {
+			first = v.Name
+		}
+	}
+	return first
+}
+
+// releaseCRD removes the drastack labels and annotations from a kept
+// CustomResourceDefinition, with a merge patch that touches nothing else:
+// an apply would remove the fields the operator applied, its schema
+// included. Released, it is no longer the driver's, and the removal
+// completes.
+func (r *Reconciler) releaseCRD(ctx context.Context, o object) error {
+	patch := map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{driver.LabelStack: nil, driver.LabelDriver: nil, driver.LabelComponent: nil, driver.LabelManagedBy: nil},
+		"annotations": map[string]any{driver.AnnotationRemovalPolicy: nil, driver.AnnotationDriverNames: nil},
+	}}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(o.gvk)
+	u.SetName(o.GetName())
+	if err := r.Client.Patch(ctx, u, client.RawPatch(types.MergePatchType, data)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("release CustomResourceDefinition %s: %w", o.GetName(), err)
+	}
+	log.FromContext(ctx).Info("Kept a CustomResourceDefinition that still has custom resources, without the drastack labels", "crd", o.GetName())
+	return nil
 }
 
 // blockingClaims lists the allocated claims (namespace/name, sorted) with

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"slices"
 
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -67,16 +69,19 @@ import (
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=get;list;watch;create;patch;delete
 // Held only to grant it to the nvidia-gpu compute-domain controller
-// (profiles/nvidia-gpu/0600_controller.yaml, Role controller).
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=update
+// (profiles/nvidia-gpu/0600_controller.yaml, Role controller) and, with the
+// MPSSupport feature gate, its GPU plugin (profile_nvidia_options.go tune,
+// Role kubelet-plugin: the MPS control daemon Deployments).
+// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=update
 // observe.go observe: the plugin DaemonSet's revisions (APIReader list).
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list
 // observe.go observe and removal.go removeDriver: the driver's pods
 // (APIReader list, cluster-wide during a removal).
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
-// Held only to grant it to the nvidia-gpu kubelet plugin and compute-domain
-// controller (profiles/nvidia-gpu 0310 and 0600, ClusterRoles).
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;watch
+// Held only to grant it to the nvidia-gpu kubelet plugin, compute-domain
+// controller (profiles/nvidia-gpu 0310 and 0600, ClusterRoles: get, watch)
+// and IMEX daemons (0700: patch).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;watch;patch
 // removal.go blockingClaims: allocated claims block a removal (APIReader
 // list).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=list
@@ -84,9 +89,9 @@ import (
 // (profiles/common/0300_kubelet_plugin_rbac.yaml: get) and the nvidia-gpu
 // kubelet plugin (profiles/nvidia-gpu/0310: get, watch).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;watch
-// Held only to grant it to the nvidia-gpu kubelet plugin
-// (profiles/nvidia-gpu/0310_kubelet_plugin_nvidia_rbac.yaml).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/status,verbs=update
+// Held only to grant it to the dranet plugin
+// (profiles/dranet/0310_kubelet_plugin_dranet_rbac.yaml).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/status,verbs=update;patch
 // setup.go Watches and observe.go publishingNodes (cache), removal.go
 // leftoverSlices (APIReader list), removal.go act ActionDeleteSlices
 // (delete).
@@ -103,21 +108,34 @@ import (
 // update).
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update
 // Held only to grant it to the nvidia-gpu compute-domain controller
-// (profiles/nvidia-gpu/0600_controller.yaml, Role controller).
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
-// Held only to grant it to the nvidia-gpu compute-domain controller
 // (profiles/nvidia-gpu/0600_controller.yaml, ClusterRole controller).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch;create;update;delete
-// Held only to grant it to the nvidia-gpu kubelet plugin (0310: get, list,
-// watch) and compute-domain controller (0600: get, list, watch, update).
-// +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomains,verbs=get;list;watch;update
-// Held only to grant it to the nvidia-gpu compute-domain controller
-// (profiles/nvidia-gpu/0600_controller.yaml).
-// +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomains/status,verbs=update
-// Held only to grant it to the nvidia-gpu kubelet plugin
-// (profiles/nvidia-gpu/0310_kubelet_plugin_nvidia_rbac.yaml, Role
-// kubelet-plugin).
-// +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomaincliques,verbs=get;list;watch
+// removal.go customResources: a removal waits for (Drain) or keeps the
+// definitions for (Force) the custom resources of a profile's
+// CustomResourceDefinitions (APIReader list). Also held to grant it to the
+// nvidia-gpu kubelet plugin (0310: get, list, watch), compute-domain
+// controller (0600: get, list, watch, update) and IMEX daemons (0700: get,
+// list, watch, update, patch, also on computedomains/status, and create on
+// computedomaincliques).
+// +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomains;computedomains/status;computedomaincliques,verbs=get;list;watch;update;patch
+// Held only to grant it to the nvidia-gpu IMEX daemons
+// (profiles/nvidia-gpu/0700_compute_domain_daemon_rbac.yaml).
+// +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomaincliques,verbs=create
+// inventory.go inventory (metadata list), setup.go Watches (metadata
+// informer scoped to the stack label), apply.go apply (server-side apply
+// creates a missing definition: create cannot name it).
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=list;watch;create
+// apply.go apply (patch), removal.go customResources (get), releaseCRD
+// (patch) and act ActionDeleteCRDs (delete): only the definitions the
+// profiles install, by name (TestProfileCRDsAreHeld).
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;patch;delete,resourceNames=computedomains.resource.nvidia.com;computedomaincliques.resource.nvidia.com
+// Held only to grant it to the dranet plugin
+// (profiles/dranet/0310_kubelet_plugin_dranet_rbac.yaml), which records
+// Events through the core API.
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch;update
+// Held only to grant it to the dranet plugin (0310): the node-scoped verbs
+// on the driver part of claims, for its own driver name only.
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/driver,verbs=associated-node:patch;associated-node:update,resourceNames=dra.net
 // reconciler.go recordTransitions and removal.go removeDriver: Recorder
 // (events.k8s.io/v1 through the manager's event broadcaster).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -126,8 +144,10 @@ import (
 // when its spec, deletion, finalizers or cluster probe change, when an
 // object labelled for one of its drivers changes or is deleted (every
 // kind of driver.ManagedKinds: the reconcile applies it again, see
-// apply), and when a node starts or stops publishing ResourceSlices for
-// one of its drivers.
+// apply; a CustomResourceDefinition also when it becomes established),
+// when a node starts or stops publishing ResourceSlices for one of its
+// drivers, and when a node's device plugins change what a profile refuses
+// (nodeResourcesChanged).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	owned := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		stack := obj.GetLabels()[driver.LabelStack]
@@ -152,9 +172,52 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&rbacv1.RoleBinding{}, owned, labelled, builder.OnlyMetadata).
 		Watches(&admissionregistrationv1.ValidatingAdmissionPolicy{}, owned, labelled, builder.OnlyMetadata).
 		Watches(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, owned, labelled, builder.OnlyMetadata).
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, owned, labelled, builder.OnlyMetadata).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allStacks), builder.WithPredicates(nodeResourcesChanged(driver.WatchedNodeResources()))).
 		Watches(&resourcev1.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.stacksOfSlice), builder.WithPredicates(sliceAppearedOrGone())).
 		Named("drastack-driver").
 		Complete(r)
+}
+
+// allStacks enqueues every DRAStack: a node whose device plugins changed
+// may change the render of any driver that asks about them.
+func (r *Reconciler) allStacks(ctx context.Context, _ client.Object) []reconcile.Request {
+	stacks := &v1alpha1.DRAStackList{}
+	if err := r.Client.List(ctx, stacks); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(stacks.Items))
+	for _, st := range stacks.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: st.Name}})
+	}
+	return out
+}
+
+// nodeResourcesChanged passes the node events that can change a render
+// (driver.NodeResources): a node that gains or loses capacity for one of
+// the resources, comes or goes with it, or is relabelled while it has it
+// (its labels decide whether the plugin would run there). Heartbeats and
+// every other node change pass nothing.
+func nodeResourcesChanged(resources []string) predicate.Predicate {
+	served := func(obj client.Object) []string {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return nil
+		}
+		return servedResources(n, resources)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return len(served(e.Object)) > 0 },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return len(served(e.Object)) > 0 },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			before, after := served(e.ObjectOld), served(e.ObjectNew)
+			if !slices.Equal(before, after) {
+				return true
+			}
+			return len(after) > 0 && !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+		},
+	}
 }
 
 // stackChanged passes DRAStack events that change what this controller

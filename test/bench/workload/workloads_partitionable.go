@@ -30,8 +30,18 @@ var a100Profiles = []migProfile{
 // the whole GPU and every MIG placement a device. 2,000 claims ask for a mix
 // of profiles by selector.
 func Partitionable() *Workload {
-	const nodes, gpus, claims = 100, 8, 2000
-	b := newBuilder("partitionable-100n")
+	return partitionable("partitionable-100n", 100, 2000)
+}
+
+// PartitionableCluster is Partitionable's cluster with nodes nodes and no
+// claims, for the fragmentation sequences (test/bench/frag).
+func PartitionableCluster(nodes int) *Workload {
+	return partitionable(fmt.Sprintf("partitionable-%dn", nodes), nodes, 0)
+}
+
+func partitionable(name string, nodes, claims int) *Workload {
+	const gpus = 8
+	b := newBuilder(name)
 	b.class("gpu", gpuDriver)
 	devicesPerGPU := 1
 	for _, p := range a100Profiles {
