@@ -37,6 +37,11 @@ type Options struct {
 	// the summary of the verdict ("0/5 nodes are available: ..."); 0
 	// counts the candidate nodes.
 	NodesTotal int
+	// Namespace, when set, is the only namespace whose claims the report
+	// names: holders in other namespaces are only counted. The operator's
+	// Events on a tenant's claim set it, so that one tenant never learns
+	// another's claim names.
+	Namespace string
 }
 
 // Explain explains the allocation of claims (one claim, or the claims of a
@@ -72,6 +77,7 @@ func Explain(ctx context.Context, e allocator.Engine, in allocator.Inputs, claim
 		return nil, err
 	}
 	x := &explainer{s: s, claims: claims, facts: newFacts(in), opts: opts}
+	x.facts.namespace = opts.Namespace
 
 	res, err := s.Allocate(ctx, claims, allocator.Options{MaxSteps: opts.MaxSteps})
 	var invalid *allocator.InvalidClaimError
@@ -231,7 +237,7 @@ func (f *facts) request(claim string, fn native.Funnel) Request {
 		}
 		switch st.Step {
 		case native.StepAllocated:
-			step.Holders = f.holders(st.Removed)
+			step.Holders = f.holders(st.Removed, f.namespace)
 		case native.StepCounters:
 			step.Counters = f.short(st.Removed)
 		case native.StepGates:

@@ -2,7 +2,9 @@ package explain
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,6 +23,9 @@ type facts struct {
 	// names maps the ledger's claim keys (UIDs, for claims read from the
 	// API server) to namespace/name, which is what a reader can look up.
 	names map[string]string
+	// namespace, when set, is the only namespace whose holders are named
+	// (Options.Namespace).
+	namespace string
 }
 
 func newFacts(in allocator.Inputs) *facts {
@@ -38,19 +43,32 @@ func newFacts(in allocator.Inputs) *facts {
 	return f
 }
 
-// holders are the claims that hold any of devs.
-func (f *facts) holders(devs []native.DeviceRef) []string {
+// holders are the claims that hold any of devs; with namespace set, the
+// claims of other namespaces are counted, not named.
+func (f *facts) holders(devs []native.DeviceRef, namespace string) []string {
 	var out []string
+	others := map[string]bool{}
 	for _, d := range devs {
 		_, _, claims := f.ledger.Holders(pool.ID{Driver: d.Driver, Pool: d.Pool}, d.Device)
 		for _, k := range claims {
 			if n, ok := f.names[k]; ok {
 				k = n
 			}
+			if namespace != "" && !strings.HasPrefix(k, namespace+"/") {
+				others[k] = true
+				continue
+			}
 			out = append(out, k)
 		}
 	}
-	return sortedUnique(out)
+	out = sortedUnique(out)
+	switch n := len(others); {
+	case n == 1:
+		out = append(out, "1 claim of another namespace")
+	case n > 1:
+		out = append(out, fmt.Sprintf("%d claims of other namespaces", n))
+	}
+	return out
 }
 
 // short lists, for devices the engine found short of counters, the

@@ -87,3 +87,26 @@ func TestHoldersNamed(t *testing.T) {
 		t.Errorf("fits %v, verdict %q; want %q in it", rep.Fits, rep.Verdict, want)
 	}
 }
+
+// With Options.Namespace, claims of other namespaces are counted, never
+// named: the operator's Events go to one tenant.
+func TestHoldersOfOtherNamespacesCounted(t *testing.T) {
+	in, claim := benchCluster()
+	in.Nodes, in.Slices, in.Allocated = in.Nodes[:1], in.Slices[:1], in.Allocated[:1]
+	for _, tc := range []struct {
+		namespace string
+		want      string
+		not       string
+	}{
+		{namespace: "team-a", want: "allocated to team-a/job-node-000"},
+		{namespace: "team-b", want: "allocated to 1 claim of another namespace", not: "team-a"},
+	} {
+		rep, err := Explain(context.Background(), nil, in, []*resourceapi.ResourceClaim{claim}, Options{Namespace: tc.namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(rep.Verdict, tc.want) || (tc.not != "" && strings.Contains(rep.Verdict, tc.not)) {
+			t.Errorf("namespace %s: verdict %q; want %q, and not %q", tc.namespace, rep.Verdict, tc.want, tc.not)
+		}
+	}
+}

@@ -38,8 +38,14 @@ func (r *Reconciler) verdict(ctx context.Context, outcome claimpolicy.Outcome, c
 	}
 	in := view.Inputs
 	in.Allocated = r.ledger.Allocated()
+	var namespace string
+	if len(claims) > 0 {
+		// The Event goes to a tenant: it names claims of its namespace
+		// only.
+		namespace = claims[0].Namespace
+	}
 	rep, err := explain.Explain(ctx, nil, in, claims, explain.Options{
-		Timeout: verdictTimeout, MaxSteps: r.MaxSteps, NodeFilter: nodeFilter, NodesTotal: total,
+		Timeout: verdictTimeout, MaxSteps: r.MaxSteps, NodeFilter: nodeFilter, NodesTotal: total, Namespace: namespace,
 	})
 	if err != nil || rep.Fits || rep.Invalid {
 		log.FromContext(ctx).V(1).Info("No verdict for the Event", "err", err)
