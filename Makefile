@@ -96,6 +96,13 @@ difftest: ## Native vs upstream on $(DIFFTEST_CASES) generated cases under each 
 upstream-table: ## Upstream's allocator test table (k8s.io/dynamic-resource-allocation allocatortesting, 283 cases) on the native engine, from the module cache.
 	hack/upstream-table.sh
 
+# Seeds of the long simulation run (`make test` runs 1,000).
+SIMTEST_SEEDS ?= 100000
+
+.PHONY: simtest
+simtest: ## The allocation protocol's deterministic simulation on $(SIMTEST_SEEDS) seeds; a failing seed replays with -sim.seed.
+	go test ./internal/controller/claims/ -run '^TestSimulation$$' -count=1 -timeout 600m -v -sim.seeds $(SIMTEST_SEEDS)
+
 .PHONY: bench
 bench: bench-engines bench-pools bench-explain bench-fragmentation ## Benchmarks: engines side by side, pool validation at scale, explain, fragmentation.
 

@@ -11,11 +11,11 @@ import (
 
 // `make test` runs simSeeds seeds; `make simtest` runs many more:
 //
-//	go test ./internal/controller/claims -run TestSimulation -sim.seeds 100000
+//	go test ./internal/controller/claims -run '^TestSimulation$' -sim.seeds 100000
 //
 // A failing seed replays exactly with -sim.seed N (and -v prints its trace).
 var (
-	simSeeds = flag.Int("sim.seeds", 2000, "seeds the allocation simulation runs")
+	simSeeds = flag.Int("sim.seeds", 1000, "seeds the allocation simulation runs")
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed (replays a failure)")
 	simSteps = flag.Int("sim.steps", 400, "steps of each simulated run before it settles")
 )
