@@ -2,6 +2,7 @@ package claims
 
 import (
 	"flag"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -128,18 +129,41 @@ var simProblems = []struct {
 func TestSimulationFindsEachProblem(t *testing.T) {
 	for _, p := range simProblems {
 		t.Run(p.problem, func(t *testing.T) {
-			for seed := uint64(1); seed <= 500; seed++ {
-				w := newSimWorld(seed, simFullOptions())
-				for _, op := range w.ops {
-					op.r.off = p.off
-				}
-				w.off = p.off
-				if v := w.run(); v != nil {
-					t.Logf("found at seed %d, step %d: %s", seed, v.step, v.what)
-					return
-				}
+			var (
+				next  atomic.Int64
+				found atomic.Int64
+				wg    sync.WaitGroup
+				mu    sync.Mutex
+				what  string
+			)
+			for range runtime.GOMAXPROCS(0) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for found.Load() == 0 {
+						seed := next.Add(1)
+						if seed > 500 {
+							return
+						}
+						w := newSimWorld(uint64(seed), simFullOptions())
+						for _, op := range w.ops {
+							op.r.off = p.off
+						}
+						w.off = p.off
+						if v := w.run(); v != nil && found.CompareAndSwap(0, seed) {
+							mu.Lock()
+							what = fmt.Sprintf("found at seed %d, step %d: %s", seed, v.step, v.what)
+							mu.Unlock()
+						}
+					}
+				}()
 			}
-			t.Errorf("no violation in 500 seeds with the protection off")
+			wg.Wait()
+			if found.Load() == 0 {
+				t.Errorf("no violation in 500 seeds with the protection off")
+				return
+			}
+			t.Log(what)
 		})
 	}
 }
