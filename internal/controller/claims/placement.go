@@ -565,9 +565,10 @@ func (p *placementReconciler) failed(ctx context.Context, pod *corev1.Pod, engin
 }
 
 // recover takes back the operator's allocations of a pod kube-scheduler
-// could not schedule for longer than spec.claims.placementTimeout, so
-// that the next reconcile places them again. Only claims nobody reserved
-// are touched (claims.Replace), with a resourceVersion precondition.
+// reported unschedulable after they were allocated, once
+// spec.claims.placementTimeout has passed (claimpolicy.Replace), so that
+// the next reconcile places them again. Only claims nobody reserved are
+// touched, with a resourceVersion precondition.
 func (p *placementReconciler) recover(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod, pc podClaims) (ctrl.Result, error) {
 	r := p.r
 	var after time.Duration

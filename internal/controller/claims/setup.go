@@ -240,7 +240,7 @@ func retrigger(b *book, q queue, kind changeKind) {
 // The Create events a watch replays when it starts (IsInInitialList) only
 // retrigger: every session is built from the synced caches, which hold
 // those objects already, and invalidating for them threw away the session
-// the warmer had just built (sessionWarmer) once per object and loop.
+// the new term had just built (beginTerm) once per object and loop.
 func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ctrl.Builder {
 	changed := func(kind changeKind) func(q queue, invalidate bool) {
 		return func(q queue, invalidate bool) {

@@ -100,7 +100,23 @@ func (r *Reconciler) beginTerm(ctx context.Context) error {
 		}
 	}
 	r.ledger.SetReady(true)
+	r.warm(ctx)
 	return nil
+}
+
+// warm builds the engine session a claim of the current configuration
+// would use, so that the first claim of a burst after a start does not pay
+// for it and every claim queued behind it with it. A failure is only
+// logged: the first decision builds the session then.
+func (r *Reconciler) warm(ctx context.Context) {
+	cfg := r.cfg.get()
+	engine, ok := r.engine(cfg.Engine)
+	if !cfg.Active || !ok {
+		return
+	}
+	if err := r.ledger.Decide(ctx, "", engine, func(*ledger.Decision) error { return nil }); err != nil {
+		log.FromContext(ctx).V(1).Info("Building the first engine session ahead of the claims failed; the first claim builds it", "error", err.Error())
+	}
 }
 
 // sweep reads every claim with a consistent read into the ledger, and
