@@ -19,6 +19,7 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/ledger"
 )
 
 // The taint loop owns the DeviceTaintRules that keep kube-scheduler off
@@ -233,6 +234,10 @@ func (t *taintReconciler) apply(ctx context.Context, diff central.RuleDiff, owne
 		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(rule), &cur); err != nil {
 			return client.IgnoreNotFound(err)
 		}
+		// Narrowing a rule lets devices go: only under the fence (Rule W).
+		if err := t.fenced(ctx, &cur); err != nil {
+			return err
+		}
 		upd := cur.DeepCopy()
 		upd.Labels, upd.Spec = rule.Labels, rule.Spec
 		if err := r.Client.Patch(ctx, upd, optimistic(&cur), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsConflict(err) {
@@ -241,9 +246,25 @@ func (t *taintReconciler) apply(ctx context.Context, diff central.RuleDiff, owne
 	}
 	for i := range diff.Delete {
 		rule := &diff.Delete[i]
+		if err := t.fenced(ctx, rule); err != nil {
+			return err
+		}
 		if err := r.Client.Delete(ctx, rule, client.Preconditions{UID: &rule.UID, ResourceVersion: &rule.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("delete DeviceTaintRule %s: %w", rule.Name, err)
 		}
+	}
+	return nil
+}
+
+// fenced waits until the term may write a rule it read (Rule W of
+// docs/allocation-protocol.md: a deposed term must never untaint devices
+// the new one allocates).
+func (t *taintReconciler) fenced(ctx context.Context, rule *resourceapi.DeviceTaintRule) error {
+	if t.r.off.noFence {
+		return nil
+	}
+	if err := t.r.fence.Await(ctx, ledger.ParseVersion(rule.ResourceVersion)); err != nil {
+		return fmt.Errorf("DeviceTaintRule %s: %w", rule.Name, err)
 	}
 	return nil
 }
