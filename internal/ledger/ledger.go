@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -301,12 +302,22 @@ func (l *Ledger) Reserved(uid types.UID) (Reservation, bool) {
 
 // Unit returns the pending reservations of a placement, by claim name.
 func (l *Ledger) Unit(unit string) []Reservation {
+	return l.units(func(u string) bool { return u == unit })
+}
+
+// UnitsWithPrefix returns the pending reservations of every placement
+// whose name starts with prefix, by claim name.
+func (l *Ledger) UnitsWithPrefix(prefix string) []Reservation {
+	return l.units(func(u string) bool { return u != "" && strings.HasPrefix(u, prefix) })
+}
+
+func (l *Ledger) units(match func(string) bool) []Reservation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []Reservation
 	for _, r := range l.claims {
-		if r.res != nil && r.res.unit == unit {
-			out = append(out, Reservation{Claim: r.res.asRead, Unit: unit, Ambiguous: r.res.ambiguous, Since: r.res.since})
+		if r.res != nil && match(r.res.unit) {
+			out = append(out, Reservation{Claim: r.res.asRead, Unit: r.res.unit, Ambiguous: r.res.ambiguous, Since: r.res.since})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Claim.Name < out[j].Claim.Name })

@@ -66,9 +66,13 @@ type podClaims struct {
 	waiting []string
 }
 
-// unitOf names the placement unit of a pod: its UID, so that a pod
-// deleted and created again under the same name is another unit.
-func unitOf(pod *corev1.Pod) string { return "pod/" + string(pod.UID) }
+// unitOf names the placement unit of a pod: its namespace, name and UID,
+// so that a pod deleted and created again under the same name is another
+// unit, and the units of a name are found by unitPrefix.
+func unitOf(pod *corev1.Pod) string { return unitPrefix(pod.Namespace, pod.Name) + string(pod.UID) }
+
+// unitPrefix starts the names of every unit of a pod name.
+func unitPrefix(namespace, name string) string { return "pod/" + namespace + "/" + name + "/" }
 
 // Reconcile converges one pod.
 func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -81,13 +85,16 @@ func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.podCache.Get(ctx, req.NamespacedName, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forgetPod(req.NamespacedName)
-			return ctrl.Result{}, nil
+			return p.abandonUnits(ctx, req.NamespacedName, "")
 		}
 		return ctrl.Result{}, fmt.Errorf("read pod %s: %w", req, err)
 	}
 	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
 		r.forgetPod(req.NamespacedName)
-		return ctrl.Result{}, nil
+		return p.abandonUnits(ctx, req.NamespacedName, "")
+	}
+	if res, err := p.abandonUnits(ctx, req.NamespacedName, unitOf(&pod)); err != nil || res.RequeueAfter > 0 {
+		return res, err
 	}
 	gated := claimpolicy.HasGate(&pod)
 	if !cfg.Active {
@@ -394,6 +401,26 @@ func (p *placementReconciler) finishUnit(ctx context.Context, cfg claimpolicy.Co
 		return ctrl.Result{}, p.liftGate(ctx, pod, placed+": "+claimNames(append(pc.placed, pc.pending...)))
 	}
 	return ctrl.Result{RequeueAfter: retryNowDelay}, nil
+}
+
+// abandonUnits ends the pending reservations of the units of a pod name
+// other than keep (a pod that is gone, bound, or made again under the same
+// name): nothing will write them for it any more (abandon).
+func (p *placementReconciler) abandonUnits(ctx context.Context, key types.NamespacedName, keep string) (ctrl.Result, error) {
+	r := p.r
+	pending := false
+	for _, res := range r.ledger.UnitsWithPrefix(unitPrefix(key.Namespace, key.Name)) {
+		if res.Unit == keep {
+			continue
+		}
+		if done, err := r.abandon(ctx, res); err != nil || !done {
+			pending = true
+		}
+	}
+	if pending {
+		return ctrl.Result{RequeueAfter: r.backoff.When(key)}, nil
+	}
+	return ctrl.Result{}, nil
 }
 
 // undo takes back the operator's allocations among claims that belong to

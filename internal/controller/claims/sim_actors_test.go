@@ -200,8 +200,12 @@ func (s *simScheduler) bind() {
 			keep = append(keep, b)
 			continue
 		}
-		err := s.preBind(b)
+		written, err := s.preBind(b)
 		if err != nil {
+			// Unreserve: what this cycle wrote is deallocated again.
+			for _, c := range written {
+				s.unreserve(c, b)
+			}
 			// Unreserve what this cycle allocated. After a success the
 			// assumed allocations, and the pod's binding, stay until the
 			// informer shows them (the assume cache).
@@ -216,44 +220,75 @@ func (s *simScheduler) bind() {
 	s.binding = keep
 }
 
-func (s *simScheduler) preBind(b simBinding) error {
+func (s *simScheduler) preBind(b simBinding) ([]*resourceapi.ResourceClaim, error) {
 	st := s.w.store
+	var written []*resourceapi.ResourceClaim
 	for _, want := range b.claims {
 		o, ok := st.get(kClaim, keyOf(want))
 		if !ok || o.GetUID() != want.UID {
-			return fmt.Errorf("claim %s got deleted", want.Name)
+			return written, fmt.Errorf("claim %s got deleted", want.Name)
 		}
 		c := o.(*resourceapi.ResourceClaim).DeepCopy()
 		if c.DeletionTimestamp != nil {
-			return fmt.Errorf("claim %s is being deleted", c.Name)
+			return written, fmt.Errorf("claim %s is being deleted", c.Name)
 		}
 		if c.Status.Allocation == nil {
 			c.Status.Allocation = want.Status.Allocation
 			if !slices.Contains(c.Finalizers, claimpolicy.Finalizer) {
 				c.Finalizers = append(c.Finalizers, claimpolicy.Finalizer)
 				if err := st.replace(c, ""); err != nil {
-					return err
+					return written, err
 				}
 				c.Status.Allocation = want.Status.Allocation
 			}
 		} else if !equalAlloc(c.Status.Allocation, want.Status.Allocation) && want.Status.Allocation != nil && s.assumedFor(want) {
-			return fmt.Errorf("claim %s got allocated elsewhere", c.Name)
+			return written, fmt.Errorf("claim %s got allocated elsewhere", c.Name)
 		}
+		fresh := slices.Contains(b.fresh, c.UID)
 		c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: b.pod.Name, UID: s.podUID(b.pod)})
 		if err := st.replace(c, "status"); err != nil {
-			return err
+			return written, err
+		}
+		if fresh {
+			written = append(written, c)
 		}
 	}
 	o, ok := st.get(kPod, b.pod.String())
 	if !ok {
-		return fmt.Errorf("pod gone")
+		return written, fmt.Errorf("pod gone")
 	}
 	p := o.(*corev1.Pod).DeepCopy()
 	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) > 0 {
-		return fmt.Errorf("pod changed")
+		return written, fmt.Errorf("pod changed")
 	}
 	p.Spec.NodeName = b.node
-	return st.replace(p, "")
+	return written, st.replace(p, "")
+}
+
+// unreserve deallocates a claim this binding allocated, if it is still
+// allocated as written and reserved for this pod alone.
+func (s *simScheduler) unreserve(written *resourceapi.ResourceClaim, b simBinding) {
+	o, ok := s.w.store.get(kClaim, keyOf(written))
+	if !ok || o.GetUID() != written.UID {
+		return
+	}
+	c := o.(*resourceapi.ResourceClaim).DeepCopy()
+	if !equalAlloc(c.Status.Allocation, written.Status.Allocation) {
+		return
+	}
+	var kept []resourceapi.ResourceClaimConsumerReference
+	for _, ref := range c.Status.ReservedFor {
+		if ref.Name != b.pod.Name {
+			kept = append(kept, ref)
+		}
+	}
+	if len(kept) > 0 {
+		return
+	}
+	c.Status.ReservedFor, c.Status.Allocation = nil, nil
+	if err := s.w.store.replace(c, "status"); err == nil {
+		s.w.logf("kube-scheduler: unreserve deallocated %s", c.Name)
+	}
 }
 
 func (s *simScheduler) assumedFor(c *resourceapi.ResourceClaim) bool { return true }
@@ -355,13 +390,28 @@ func (w *simWorld) workload() {
 	case p < 0.65 && len(pods) > 0:
 		pod := pods[w.rng.IntN(len(pods))].(*corev1.Pod)
 		_ = st.remove(pod, nil)
+		if w.rng.IntN(4) == 0 {
+			// Its claims stay (claims made directly, not from a template).
+			w.logf("workload: pod %s deleted, its claims kept", pod.Name)
+			break
+		}
 		for _, ref := range pod.Spec.ResourceClaims {
 			if c, ok := st.get(kClaim, simNS+"/"+*ref.ResourceClaimName); ok {
 				_ = st.remove(c, nil)
 			}
 		}
 		w.logf("workload: pod %s and its claims deleted", pod.Name)
-	case p < 0.7:
+	case p < 0.8 && len(claims) > 0:
+		// Someone labels a claim: a write of it under way conflicts.
+		c := claims[w.rng.IntN(len(claims))].(*resourceapi.ResourceClaim).DeepCopy()
+		if c.Labels == nil {
+			c.Labels = map[string]string{}
+		}
+		c.Labels["touched"] = fmt.Sprint(w.step)
+		if err := st.replace(c, ""); err == nil {
+			w.logf("workload: claim %s labelled", c.Name)
+		}
+	case p < 0.85:
 		for _, o := range claims {
 			if o.GetLabels()[claimpolicy.AllocationLabel] == claimpolicy.AllocationImmediate {
 				_ = st.remove(o, nil)
@@ -504,7 +554,9 @@ func (w *simWorld) stepOnce(quiet bool) bool {
 	case p < 0.9:
 		w.workload()
 		did = true
-	case p < 0.92 && w.opts.partition:
+	case p < 0.92 && w.opts.partition && w.step > 150:
+		// Once the cluster is busy: a pool that leaves then holds
+		// allocations kube-scheduler would want.
 		w.partitionEdit()
 		did = true
 	case p < 0.93 && w.opts.leaders:

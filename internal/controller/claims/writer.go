@@ -103,6 +103,49 @@ func (r *Reconciler) writeReserved(ctx context.Context, uid types.UID) (writeOut
 	return r.afterWriteError(ctx, read, err)
 }
 
+// abandon ends a reservation nothing will write any more (its pod is gone):
+// a write of it may be in flight, so it cannot simply be dropped. Writing
+// FenceAnnotation with the reservation's precondition moves the claim past
+// that version: then no write of it can commit, and the answer (or a read
+// after a conflict) is the evidence that ends it. A reservation that did
+// commit becomes an allocation like any other; its pod's next placement,
+// or the claim's deletion, takes it from there. It reports whether the
+// reservation ended.
+func (r *Reconciler) abandon(ctx context.Context, res ledger.Reservation) (bool, error) {
+	read := res.Claim
+	if err := r.fence.Await(ctx, ledger.ParseVersion(read.ResourceVersion)); err != nil && !r.off.noFence {
+		return false, err
+	}
+	orig := read.DeepCopy()
+	orig.Status.Allocation = nil
+	upd := orig.DeepCopy()
+	if upd.Annotations == nil {
+		upd.Annotations = map[string]string{}
+	}
+	// A value of its own, so that the write always changes the claim: an
+	// unchanged object keeps its version, which proves nothing.
+	upd.Annotations[FenceAnnotation] = r.fence.Term() + "/" + read.ResourceVersion
+	done := r.ledger.Track(read.UID)
+	defer done()
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	err := r.Client.Patch(wctx, upd, optimistic(orig), client.FieldOwner(FieldManager))
+	switch {
+	case err == nil:
+		r.ledger.Observe(upd)
+	case apierrors.IsNotFound(err):
+		r.ledger.ObserveDeleted(read)
+	case apierrors.IsConflict(err):
+		if ferr := r.readFresh(ctx, read); ferr != nil {
+			return false, ferr
+		}
+	default:
+		return false, nil
+	}
+	_, pending := r.ledger.Reserved(read.UID)
+	return !pending, nil
+}
+
 // expireOld is the age limit of the reservations the protocol replaced
 // (protocolSwitches.expireAfter): only the simulation turns it on.
 func (r *Reconciler) expireOld() {
