@@ -64,6 +64,8 @@ type podClaims struct {
 	// waiting says what the placement waits for (claims not created yet,
 	// being deleted, reserved but unallocated).
 	waiting []string
+	// writing: one of them waits for a write of another unit.
+	writing bool
 }
 
 // unitOf names the placement unit of a pod: its namespace, name and UID,
@@ -113,6 +115,12 @@ func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if len(pc.waiting) > 0 {
 		log.FromContext(ctx).V(2).Info("Pod waits for its claims", "pod", req.NamespacedName, "waiting", pc.waiting)
+		if pc.writing {
+			// Another write's answer ends the wait, and the ledger may
+			// take it in after the claim's event brought the pod here:
+			// look again rather than wait for an event that has passed.
+			return ctrl.Result{RequeueAfter: r.backoff.When(req.NamespacedName)}, nil
+		}
 		return ctrl.Result{}, nil
 	}
 	if len(pc.toPlace) == 0 && len(pc.placed) == 0 {
@@ -173,6 +181,7 @@ func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimpolicy.Conf
 				pc.pending = append(pc.pending, c)
 			} else {
 				pc.waiting = append(pc.waiting, fmt.Sprintf("the allocation of claim %s is being written", c.Name))
+				pc.writing = true
 			}
 			continue
 		}

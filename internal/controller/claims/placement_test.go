@@ -19,6 +19,7 @@ import (
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/allocator/native"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/ledger"
 )
 
 func reqOf(ns, name string) ctrl.Request {
@@ -401,4 +402,32 @@ func TestPlacementAllOrNothing(t *testing.T) {
 			t.Fatal("a claim the running pod q uses was taken back")
 		}
 	})
+}
+
+// A pod whose claim another write is writing (an immediate claim, say)
+// looks again soon: the ledger may learn of the write's answer after the
+// claim's event brought the pod here, and no event follows.
+func TestPlacementWaitsForAnotherWrite(t *testing.T) {
+	ctx := context.Background()
+	imm := immediateClaim("imm")
+	imm.Finalizers = []string{claimpolicy.Finalizer}
+	e := newEnv(t, interceptor.Funcs{}, placementCluster(imm, gatedPod("p", "1", "imm"))...)
+	e.tainted()
+	read := e.claim("imm")
+	if err := e.r.ledger.Decide(ctx, tns, native.New(), func(d *ledger.Decision) error {
+		return d.Reserve(read, testAllocation(), "")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p := &placementReconciler{r: e.r}
+	res, err := p.Reconcile(ctx, reqOf(tns, "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Fatalf("result %+v: a pod waiting for another write must be looked at again", res)
+	}
+	if !claimpolicy.HasGate(e.pod("p")) {
+		t.Error("gate lifted while the claim's allocation was being written")
+	}
 }

@@ -359,6 +359,17 @@ func (w *simWorld) workload() {
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: name},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+		if operator && w.rng.IntN(4) == 0 {
+			// A pod of an immediate claim (a workload that knows its
+			// devices before it starts): the claim loop allocates it.
+			for _, o := range claims {
+				if o.GetLabels()[claimpolicy.AllocationLabel] == claimpolicy.AllocationImmediate && o.GetDeletionTimestamp() == nil {
+					pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "imm", ResourceClaimName: ptr.To(o.GetName())})
+					n = 0
+					break
+				}
+			}
+		}
 		for i := range n {
 			c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: fmt.Sprintf("%s-c%d", name, i)},
 				Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
@@ -537,9 +548,13 @@ func (w *simWorld) stepOnce(quiet bool) bool {
 	w.sched.bind()
 	did := false
 	switch p := w.rng.Float64(); {
-	case p < 0.35:
+	case p < 0.3:
 		// An informer delivers one event.
 		did = w.deliverSome()
+	case p < 0.35:
+		if len(w.ops) > 0 {
+			did = w.handleFeed(w.ops[w.rng.IntN(len(w.ops))])
+		}
 	case p < 0.6:
 		if len(w.ops) > 0 {
 			did = w.reconcile(w.ops[w.rng.IntN(len(w.ops))])
@@ -630,6 +645,9 @@ func (w *simWorld) settle() {
 					moved = true
 				}
 			}
+			for w.handleFeed(op) {
+				moved = true
+			}
 		}
 		for _, k := range simKinds {
 			for {
@@ -673,6 +691,11 @@ func (w *simWorld) settle() {
 }
 
 func (w *simWorld) anyCacheBehind() bool {
+	for _, op := range w.ops {
+		if len(op.feed) > 0 {
+			return true
+		}
+	}
 	for _, k := range simKinds {
 		if w.sched.cache.behind(w.store, k) > 0 {
 			return true
@@ -726,6 +749,9 @@ func (w *simWorld) checkSettled() *violation {
 		}
 		if len(placed) > 0 && len(open) > 0 && claimpolicy.HasGate(p) {
 			return &violation{step: w.step, what: fmt.Sprintf("pod %s is gated with claims %s allocated and %s not", p.Name, claimNames(placed), claimNames(open))}
+		}
+		if len(open) == 0 && len(placed) > 0 && claimpolicy.HasGate(p) {
+			return &violation{step: w.step, what: fmt.Sprintf("pod %s is still gated with all its claims (%s) allocated", p.Name, claimNames(placed))}
 		}
 		if len(open) > 0 && w.placeable(leader, open) {
 			return &violation{step: w.step, what: fmt.Sprintf("pod %s waits (gated %v) although its claims %s can be placed", p.Name, claimpolicy.HasGate(p), claimNames(open))}

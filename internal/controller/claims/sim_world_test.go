@@ -192,6 +192,10 @@ type simOperator struct {
 	cache   *simCache
 	queue   map[simItem]time.Time
 	elected bool
+	// feed are claim events the claim loop's handler has not handled yet.
+	feed []simEvent
+	// prevClaim says whether a claim was allocated in the cache.
+	prevClaim map[string]bool
 	// active: it runs reconciles (a deposed leader stays active until it
 	// notices, at exitAt).
 	active bool
@@ -206,7 +210,8 @@ type simItem struct {
 
 func (w *simWorld) startOperator() *simOperator {
 	w.names++
-	op := &simOperator{name: fmt.Sprintf("op%d", w.names), cache: newSimCache(), queue: map[simItem]time.Time{}, elected: true, active: true}
+	op := &simOperator{name: fmt.Sprintf("op%d", w.names), cache: newSimCache(), queue: map[simItem]time.Time{}, elected: true, active: true,
+		prevClaim: map[string]bool{}}
 	cached := &simReader{w: w, cache: op.cache}
 	api := &simReader{w: w}
 	r := &Reconciler{
@@ -249,24 +254,28 @@ func (w *simWorld) deliverTo(op *simOperator, kind string) bool {
 	r := op.r
 	switch kind {
 	case kClaim:
+		// Two handlers of one informer run in no set order: the claim
+		// loop's feeds the ledger (later, see feed), the placement loop's
+		// queues the pods now.
+		op.feed = append(op.feed, ev)
 		c := ev.obj.(*resourceapi.ResourceClaim)
-		if ev.typ == watch.Deleted {
-			r.ledger.ObserveDeleted(c)
-		} else {
-			r.ledger.Observe(c)
+		w.enqueuePodsOf(op, c)
+		if prev, ok := op.prevClaim[keyOf(c)]; ok && prev && (ev.typ == watch.Deleted || c.Status.Allocation == nil) {
+			// Devices were freed: the pods that failed are retried
+			// (retrigger).
+			w.retriggerPods(op)
 		}
-		op.add("claim", keyNN(c))
-		op.add("taint", taintKey.NamespacedName)
-		w.enqueueAllPods(op)
+		op.prevClaim[keyOf(c)] = ev.typ != watch.Deleted && c.Status.Allocation != nil
 	case kPod:
 		op.add("pod", keyNN(ev.obj))
-		if ev.typ == watch.Deleted || ev.obj.(*corev1.Pod).Spec.NodeName != "" {
-			w.enqueueAllPods(op)
+		if ev.typ == watch.Deleted && ev.obj.(*corev1.Pod).Spec.NodeName != "" {
+			w.retriggerPods(op)
 		}
 	case kSlice, kClass, kNode, kRule:
 		r.ledger.Invalidate()
 		op.add("taint", taintKey.NamespacedName)
-		w.enqueueAll(op)
+		w.retriggerPods(op)
+		w.retriggerClaims(op)
 	case kStack:
 		if ev.typ == watch.Deleted {
 			r.cfg.set(nil)
@@ -277,6 +286,24 @@ func (w *simWorld) deliverTo(op *simOperator, kind string) bool {
 		op.add("taint", taintKey.NamespacedName)
 		w.enqueueAll(op)
 	}
+	return true
+}
+
+// handleFeed runs the claim loop's handler on the oldest claim event.
+func (w *simWorld) handleFeed(op *simOperator) bool {
+	if len(op.feed) == 0 {
+		return false
+	}
+	ev := op.feed[0]
+	op.feed = op.feed[1:]
+	c := ev.obj.(*resourceapi.ResourceClaim)
+	if ev.typ == watch.Deleted {
+		op.r.ledger.ObserveDeleted(c)
+	} else {
+		op.r.ledger.Observe(c)
+	}
+	op.add("claim", keyNN(c))
+	op.add("taint", taintKey.NamespacedName)
 	return true
 }
 
@@ -293,6 +320,41 @@ func (op *simOperator) add(loop string, key types.NamespacedName) {
 func (w *simWorld) enqueueAllPods(op *simOperator) {
 	for _, k := range sortedKeys(op.cache.objs[kPod]) {
 		op.add("pod", keyNN(op.cache.objs[kPod][k]))
+	}
+}
+
+// retriggerPods queues the pods whose last placement failed (retrigger).
+func (w *simWorld) retriggerPods(op *simOperator) {
+	for _, k := range sortedKeys(op.cache.objs[kPod]) {
+		p := op.cache.objs[kPod][k]
+		if _, failed := op.r.pods.failureOf(keyNN(p)); failed {
+			op.add("pod", keyNN(p))
+		}
+	}
+}
+
+// retriggerClaims queues the immediate claims whose last allocation failed.
+func (w *simWorld) retriggerClaims(op *simOperator) {
+	for _, k := range sortedKeys(op.cache.objs[kClaim]) {
+		c := op.cache.objs[kClaim][k]
+		if _, failed := op.r.claims.failureOf(keyNN(c)); failed {
+			op.add("claim", keyNN(c))
+		}
+	}
+}
+
+// enqueuePodsOf queues the unscheduled pods that use c (podsOfClaim).
+func (w *simWorld) enqueuePodsOf(op *simOperator, c *resourceapi.ResourceClaim) {
+	for _, k := range sortedKeys(op.cache.objs[kPod]) {
+		p := op.cache.objs[kPod][k].(*corev1.Pod)
+		if p.Namespace != c.Namespace || p.Spec.NodeName != "" {
+			continue
+		}
+		for _, ref := range p.Spec.ResourceClaims {
+			if ref.ResourceClaimName != nil && *ref.ResourceClaimName == c.Name {
+				op.add("pod", keyNN(p))
+			}
+		}
 	}
 }
 
