@@ -51,6 +51,14 @@ var (
 		Help:    "Time from a new leader starting an allocation term to its first possible decision: acquiring the allocation fence and sweeping what an earlier term could still write.",
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 	})
+	reservations = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "drastack_claim_reservations",
+		Help: "Allocations the operator decided whose writes are not known to have committed (pending), and how many of those got no definite answer yet (ambiguous): their devices count as allocated until evidence ends them.",
+	}, []string{"state"})
+	oldestReservation = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "drastack_claim_reservation_oldest_seconds",
+		Help: "Age of the oldest pending reservation (0 without one). A value that keeps growing means a write that never gets a definite answer (a 403, an unreachable API server).",
+	})
 	sweptTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "drastack_allocation_fence_swept_total",
 		Help: "Claims and DeviceTaintRules the sweeps of new allocation terms fenced.",
@@ -66,6 +74,6 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(allocationsTotal, allocationLatency, pendingClaims, writeConflicts, placementsTotal, replacedTotal, gatedPods,
-			writesAmbiguous, unitsBroken, termSeconds, sweptTotal)
+			writesAmbiguous, unitsBroken, termSeconds, sweptTotal, reservations, oldestReservation)
 	})
 }

@@ -101,6 +101,14 @@ func (w *statusWriter) write(ctx context.Context) error {
 		}
 		entries = append(entries, e)
 	}
+	pending, ambiguous := r.ledger.Pending()
+	reservations.WithLabelValues("pending").Set(float64(pending))
+	reservations.WithLabelValues("ambiguous").Set(float64(ambiguous))
+	if res := r.ledger.Reservations(); len(res) > 0 {
+		oldestReservation.Set(r.now().Sub(res[0].Since).Seconds())
+	} else {
+		oldestReservation.Set(0)
+	}
 	pendingClaims.WithLabelValues("waiting").Set(float64(waiting))
 	pendingClaims.WithLabelValues("unsatisfiable").Set(float64(unsatisfiable))
 	pendingClaims.WithLabelValues("invalid").Set(float64(invalid))
