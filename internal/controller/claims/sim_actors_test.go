@@ -459,6 +459,9 @@ func (w *simWorld) partitionEdit() {
 	o, _ := st.get(kStack, "/"+v1alpha1.DRAStackName)
 	stack := o.(*v1alpha1.DRAStack).DeepCopy()
 	pool := simNode(1 + w.rng.IntN(simNodes-1))
+	if w.opts.leaveAfterWrite && w.lastWrite != "" && w.lastWrite != "n0" {
+		pool = w.lastWrite
+	}
 	e := &stack.Spec.Claims.Central[0]
 	if i := slices.Index(e.Pools, pool); i >= 0 {
 		e.Pools = slices.Delete(e.Pools, i, i+1)
@@ -569,7 +572,7 @@ func (w *simWorld) stepOnce(quiet bool) bool {
 	case p < 0.9:
 		w.workload()
 		did = true
-	case p < 0.92 && w.opts.partition && w.step > 150:
+	case p < 0.92 && w.opts.partition && (w.step > 150 || (w.opts.leaveAfterWrite && w.lastWrite != "")):
 		// Once the cluster is busy: a pool that leaves then holds
 		// allocations kube-scheduler would want.
 		w.partitionEdit()

@@ -115,12 +115,14 @@ func TestSimulationReplays(t *testing.T) {
 var simProblems = []struct {
 	problem string
 	off     protocolSwitches
+	// steer adjusts the schedule toward the problem's situation.
+	steer func(*simOptions)
 }{
-	{"1: an ambiguous write frees its devices", protocolSwitches{ambiguousFrees: true}},
-	{"2: reservations expire by age", protocolSwitches{expireAfter: 100 * time.Millisecond}},
-	{"3: writes of a deposed leader are not fenced", protocolSwitches{noFence: true}},
-	{"5: a device leaves the partition while an allocation holds it", protocolSwitches{noHolds: true}},
-	{"8: a partial placement is never undone", protocolSwitches{noUndo: true}},
+	{"1: an ambiguous write frees its devices", protocolSwitches{ambiguousFrees: true}, nil},
+	{"2: reservations expire by age", protocolSwitches{expireAfter: 100 * time.Millisecond}, nil},
+	{"3: writes of a deposed leader are not fenced", protocolSwitches{noFence: true}, nil},
+	{"5: a device leaves the partition while an allocation holds it", protocolSwitches{noHolds: true}, func(o *simOptions) { o.leaveAfterWrite = true }},
+	{"8: a partial placement is never undone", protocolSwitches{noUndo: true}, nil},
 }
 
 // With each part of the protocol switched off, the simulation finds the
@@ -142,10 +144,14 @@ func TestSimulationFindsEachProblem(t *testing.T) {
 					defer wg.Done()
 					for found.Load() == 0 {
 						seed := next.Add(1)
-						if seed > 500 {
+						if seed > 1000 {
 							return
 						}
-						w := newSimWorld(uint64(seed), simFullOptions())
+						opts := simFullOptions()
+						if p.steer != nil {
+							p.steer(&opts)
+						}
+						w := newSimWorld(uint64(seed), opts)
 						for _, op := range w.ops {
 							op.r.off = p.off
 						}
@@ -160,7 +166,7 @@ func TestSimulationFindsEachProblem(t *testing.T) {
 			}
 			wg.Wait()
 			if found.Load() == 0 {
-				t.Errorf("no violation in 500 seeds with the protection off")
+				t.Errorf("no violation in 1000 seeds with the protection off")
 				return
 			}
 			t.Log(what)

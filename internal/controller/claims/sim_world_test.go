@@ -59,6 +59,9 @@ type simOptions struct {
 	joins     bool
 	// webhookDown creates some operator pods without their gate.
 	webhookDown bool
+	// leaveAfterWrite steers the partition edits: a pool the operator
+	// just wrote an allocation of leaves the partition a few steps later.
+	leaveAfterWrite bool
 }
 
 // simWorld is one run.
@@ -76,6 +79,9 @@ type simWorld struct {
 	hash    uint64
 	names   int
 	faultOn bool
+	// lastWrite is the pool of the operator's latest allocation write
+	// (leaveAfterWrite).
+	lastWrite string
 	// off is applied to every operator instance started.
 	off protocolSwitches
 	// setupLog is how many events of each kind setup wrote: every
@@ -173,6 +179,9 @@ func (w *simWorld) request(from string, obj client.Object, apply func(client.Obj
 		err := apply(obj)
 		w.logf("%s: %s %s committed (%v), answered with a timeout", from, kindOf(obj), obj.GetName(), err)
 		return timeout
+	case p < 0.09 && w.opts.leaveAfterWrite:
+		// Steered runs keep writes prompt.
+		break
 	case p < 0.09:
 		cp := copyObj(obj)
 		at := w.step + 1 + w.rng.IntN(30)
@@ -180,7 +189,11 @@ func (w *simWorld) request(from string, obj client.Object, apply func(client.Obj
 		w.logf("%s: %s %s queued until step %d, answered with a timeout", from, kindOf(obj), obj.GetName(), at)
 		return timeout
 	}
-	return apply(obj)
+	err := apply(obj)
+	if c, ok := obj.(*resourceapi.ResourceClaim); ok && err == nil && c.Status.Allocation != nil && w.opts.leaveAfterWrite {
+		w.lastWrite = allocationNode(c.Status.Allocation)
+	}
+	return err
 }
 
 // simOperator is one operator process.
