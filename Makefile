@@ -13,6 +13,8 @@ K8S_COMPAT_VERSION ?= v1.36.3
 LOCALBIN ?= $(CURDIR)/bin
 K8S_BIN ?= $(LOCALBIN)/k8s/$(K8S_VERSION)
 K8S_COMPAT_BIN ?= $(LOCALBIN)/k8s/$(K8S_COMPAT_VERSION)
+# kubelet, kube-proxy and containerd of the real node (hack/build-node.sh).
+NODE_BIN ?= $(LOCALBIN)/node/$(K8S_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
@@ -23,6 +25,7 @@ E2E_TIMEOUT ?= 45m
 DEMO_ONCE ?=
 
 export DRASTACK_K8S_BIN := $(K8S_BIN)
+export DRASTACK_NODE_BIN := $(NODE_BIN)
 
 .PHONY: all
 all: build
@@ -124,12 +127,16 @@ run: manifests generate ## Run the manager against the current kubeconfig.
 ##@ Local control plane and demo
 
 .PHONY: k8s
-k8s: k8s-default ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok of both releases (cached per machine).
+k8s: k8s-default node ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok of both releases, and the real node (cached per machine).
 	K8S_VERSION=$(K8S_COMPAT_VERSION) hack/build-k8s.sh $(K8S_COMPAT_BIN)
 
 .PHONY: k8s-default
 k8s-default: ## Build the control plane of K8S_VERSION only (what make demo needs).
 	K8S_VERSION=$(K8S_VERSION) hack/build-k8s.sh $(K8S_BIN)
+
+.PHONY: node
+node: ## Build kubelet, kube-proxy and containerd for the real node (cached per machine) and apt-get install runc, the CNI plugins, nftables and busybox-static where missing.
+	K8S_VERSION=$(K8S_VERSION) hack/build-node.sh $(NODE_BIN)
 
 .PHONY: demo
 demo: tools build ## Run the operator on the embedded local control plane; DEMO_ONCE=1 exits after printing.
@@ -161,7 +168,7 @@ bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) for VE
 ##@ Tools
 
 .PHONY: tools
-tools: controller-gen kustomize k8s-default ## Install every tool the Makefile needs into bin/.
+tools: controller-gen kustomize k8s-default node ## Install every tool the Makefile needs into bin/.
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
