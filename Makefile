@@ -6,6 +6,9 @@ SHELL := /usr/bin/env bash -o pipefail
 
 VERSION ?= 0.1.0
 IMG ?= ghcr.io/drastack/drastack:v$(VERSION)
+# The example driver profile's default plugin image (internal/driver.ExampleImage).
+PLUGIN_IMG ?= ghcr.io/drastack/drastack-example-plugin:v$(VERSION)
+BUNDLE_IMG ?= ghcr.io/drastack/drastack-bundle:v$(VERSION)
 K8S_VERSION ?= v1.37.2
 # The older release `make test` runs a compatibility smoke on.
 K8S_COMPAT_VERSION ?= v1.36.3
@@ -119,6 +122,19 @@ bench-scale: tools ## The operator on 1,000 kwok nodes: pools correct after publ
 .PHONY: build
 build: ## Build the manager, kubectl-dra, the simulated driver and the local cluster runner.
 	go build -o $(LOCALBIN)/ ./cmd/... ./test/cluster/cmd/localcluster
+
+.PHONY: image
+image: ## Build the operator (IMG) and example plugin (PLUGIN_IMG) images as OCI archives in bin/images, without a container engine (docker/podman load -i, skopeo copy oci-archive:...).
+	go run ./hack/imagegen -out $(LOCALBIN)/images -operator $(IMG) -plugin $(PLUGIN_IMG)
+
+.PHONY: bundle-image
+bundle-image: bundle ## Build the OLM bundle image (BUNDLE_IMG) as an OCI archive in bin/images.
+	go run ./hack/imagegen -out $(LOCALBIN)/images -bundle $(BUNDLE_IMG) -bundle-dir bundle
+
+.PHONY: docker-build
+docker-build: ## Build the operator and example plugin images with Docker (the Dockerfile), for those who have it.
+	docker build --target manager -t $(IMG) .
+	docker build --target example-plugin -t $(PLUGIN_IMG) .
 
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig.
