@@ -108,7 +108,9 @@ func TestOperatorAsDeployed(t *testing.T) {
 		if _, err := c.Client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = c.Client.ResourceV1().ResourceSlices().Delete(context.WithoutCancel(ctx), slice.Name, metav1.DeleteOptions{}) }()
+		defer func() {
+			_ = c.Client.ResourceV1().ResourceSlices().Delete(context.WithoutCancel(ctx), slice.Name, metav1.DeleteOptions{})
+		}()
 		eventually(ctx, t, "a Healthy DevicePool of the kwok node", func(ctx context.Context) error {
 			var pools v1alpha1.DevicePoolList
 			if err := crc.List(ctx, &pools); err != nil {
@@ -296,4 +298,3 @@ func cordon(ctx context.Context, t *testing.T, c *cluster.Cluster, node string, 
 		t.Fatal(err)
 	}
 }
-
