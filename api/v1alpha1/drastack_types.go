@@ -82,7 +82,8 @@ type DriverProfile string
 
 // Built-in driver profiles.
 const (
-	// DriverProfileExample is the kubernetes-sigs dra-example-driver.
+	// DriverProfileExample is a kubelet plugin of simulated GPUs:
+	// drastack's own by default, or the kubernetes-sigs dra-example-driver.
 	DriverProfileExample DriverProfile = "example"
 	// DriverProfileNVIDIAGPU is the NVIDIA DRA driver for GPUs.
 	DriverProfileNVIDIAGPU DriverProfile = "nvidia-gpu"
@@ -114,8 +115,9 @@ type DriverSpec struct {
 
 	// profile selects the built-in manifests used to deploy the driver.
 	// What each profile needs of the nodes it runs on:
-	// example: the dra-example-driver; runs on every node the nodeSelector
-	// picks, needs nothing on the node (it publishes simulated GPUs).
+	// example: drastack's example plugin (or the dra-example-driver, v0.3.0
+	// or newer under any name); runs on every node the nodeSelector picks,
+	// needs nothing on the node (it publishes simulated GPUs).
 	// nvidia-gpu: the NVIDIA DRA driver; besides the nodeSelector, a node
 	// must carry feature.node.kubernetes.io/pci-10de.present=true (Node
 	// Feature Discovery) or nvidia.com/gpu.present=true (GPU operator), a
