@@ -155,7 +155,7 @@ node: ## Build kubelet, kube-proxy and containerd for the real node (cached per 
 	K8S_VERSION=$(K8S_VERSION) hack/build-node.sh $(NODE_BIN)
 
 .PHONY: demo
-demo: tools build ## Run the operator on the embedded local control plane; DEMO_ONCE=1 exits after printing.
+demo: tools build image ## Run the operator on the embedded local control plane (and a real node where this machine can run one); DEMO_ONCE=1 exits after printing.
 	DEMO_ONCE=$(DEMO_ONCE) K8S_VERSION=$(K8S_VERSION) hack/demo.sh
 
 ##@ Deployment
