@@ -48,8 +48,10 @@ install_packages() {
   fi
   echo "build-node: apt-get install ${want[*]}"
   if ! DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${want[@]}" >/dev/null; then
-    apt-get update >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${want[@]}" >/dev/null
+    # The package lists may be missing or stale; a machine that cannot
+    # install them still builds, and the real-node tests skip naming them.
+    { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${want[@]}" >/dev/null; } ||
+      echo "build-node: could not install ${want[*]}; the real-node tests skip meanwhile" >&2
   fi
 }
 

@@ -46,8 +46,6 @@ type nodePlan struct {
 	RuncPath, CNIBinDir, BinDir string
 	// FeatureGates is the --feature-gates value of every component.
 	FeatureGates string
-	// Version is the release the node reports (kubelet's).
-	Version string
 }
 
 // planNode derives a node's addresses from its slot: the veth pair is

@@ -230,7 +230,6 @@ func (c *Cluster) startRealNodes(ctx context.Context) error {
 		p.CNIBinDir = "/usr/lib/cni"
 		p.BinDir = r.binDir
 		p.FeatureGates = c.gateFlag
-		p.Version = c.opts.version()
 		begin := time.Now()
 		n, err := c.startRealNode(ctx, *p, r.locks[i], pause, base)
 		if err != nil {

@@ -139,6 +139,27 @@ func TestDriverOnTheRealNode(t *testing.T) {
 		if !cdiSpecExists(n, schedDriver, claim.UID) {
 			t.Error("no CDI spec of the running pod's claim on the node")
 		}
+		// kubectl exec reaches the container too, and sees the same.
+		device := strings.TrimPrefix(allocatedDevices(claim, schedDriver)[0], schedDriver+"/"+n.Name+"/")
+		out, err := c.Kubectl(ctx, "exec", "-n", driverNS, pod.Name, "--", "cat", "/var/run/drastack/"+schedDriver+"/"+device+".json")
+		if err != nil || !strings.Contains(string(out), string(claim.UID)) {
+			t.Errorf("kubectl exec: %v: %s", err, out)
+		}
+		// The plugin reports the health of each prepared device, which the
+		// kubelet shows in the pod's status.
+		waitPod(ctx, t, c, driverNS, pod.Name, "showing its devices Healthy", func(p *corev1.Pod) bool {
+			var healthy int
+			for _, st := range p.Status.ContainerStatuses {
+				for _, r := range st.AllocatedResourcesStatus {
+					for _, h := range r.Resources {
+						if h.Health == corev1.ResourceHealthStatusHealthy && strings.Contains(string(h.ResourceID), string(claim.UID)) {
+							healthy++
+						}
+					}
+				}
+			}
+			return healthy == len(allocatedDevices(claim, schedDriver))
+		})
 		holder, holderClaim = pod, claim
 	})
 
