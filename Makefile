@@ -6,6 +6,9 @@ SHELL := /usr/bin/env bash -o pipefail
 
 VERSION ?= 0.1.0
 IMG ?= ghcr.io/drastack/drastack:v$(VERSION)
+# The example driver profile's default plugin image (internal/driver.ExampleImage).
+PLUGIN_IMG ?= ghcr.io/drastack/drastack-example-plugin:v$(VERSION)
+BUNDLE_IMG ?= ghcr.io/drastack/drastack-bundle:v$(VERSION)
 K8S_VERSION ?= v1.37.2
 # The older release `make test` runs a compatibility smoke on.
 K8S_COMPAT_VERSION ?= v1.36.3
@@ -13,6 +16,8 @@ K8S_COMPAT_VERSION ?= v1.36.3
 LOCALBIN ?= $(CURDIR)/bin
 K8S_BIN ?= $(LOCALBIN)/k8s/$(K8S_VERSION)
 K8S_COMPAT_BIN ?= $(LOCALBIN)/k8s/$(K8S_COMPAT_VERSION)
+# kubelet, kube-proxy and containerd of the real node (hack/build-node.sh).
+NODE_BIN ?= $(LOCALBIN)/node/$(K8S_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
@@ -23,6 +28,7 @@ E2E_TIMEOUT ?= 45m
 DEMO_ONCE ?=
 
 export DRASTACK_K8S_BIN := $(K8S_BIN)
+export DRASTACK_NODE_BIN := $(NODE_BIN)
 
 .PHONY: all
 all: build
@@ -132,6 +138,19 @@ bench-scale: tools ## The operator on 1,000 kwok nodes: pools correct after publ
 build: ## Build the manager, kubectl-dra, the simulated driver and the local cluster runner.
 	go build -o $(LOCALBIN)/ ./cmd/... ./test/cluster/cmd/localcluster
 
+.PHONY: image
+image: ## Build the operator (IMG) and example plugin (PLUGIN_IMG) images as OCI archives in bin/images, without a container engine (docker/podman load -i, skopeo copy oci-archive:...).
+	go run ./hack/imagegen -out $(LOCALBIN)/images -operator $(IMG) -plugin $(PLUGIN_IMG)
+
+.PHONY: bundle-image
+bundle-image: bundle ## Build the OLM bundle image (BUNDLE_IMG) as an OCI archive in bin/images.
+	go run ./hack/imagegen -out $(LOCALBIN)/images -bundle $(BUNDLE_IMG) -bundle-dir bundle
+
+.PHONY: docker-build
+docker-build: ## Build the operator and example plugin images with Docker (the Dockerfile), for those who have it.
+	docker build --target manager -t $(IMG) .
+	docker build --target example-plugin -t $(PLUGIN_IMG) .
+
 .PHONY: run
 run: manifests generate ## Run the manager against the current kubeconfig.
 	go run ./cmd/manager
@@ -139,15 +158,19 @@ run: manifests generate ## Run the manager against the current kubeconfig.
 ##@ Local control plane and demo
 
 .PHONY: k8s
-k8s: k8s-default ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok of both releases (cached per machine).
+k8s: k8s-default node ## Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok of both releases, and the real node (cached per machine).
 	K8S_VERSION=$(K8S_COMPAT_VERSION) hack/build-k8s.sh $(K8S_COMPAT_BIN)
 
 .PHONY: k8s-default
 k8s-default: ## Build the control plane of K8S_VERSION only (what make demo needs).
 	K8S_VERSION=$(K8S_VERSION) hack/build-k8s.sh $(K8S_BIN)
 
+.PHONY: node
+node: ## Build kubelet, kube-proxy and containerd for the real node (cached per machine) and apt-get install runc, the CNI plugins, nftables and busybox-static where missing.
+	K8S_VERSION=$(K8S_VERSION) hack/build-node.sh $(NODE_BIN)
+
 .PHONY: demo
-demo: tools build ## Run the operator on the embedded local control plane; DEMO_ONCE=1 exits after printing.
+demo: tools build image ## Run the operator on the embedded local control plane (and a real node where this machine can run one); DEMO_ONCE=1 exits after printing.
 	DEMO_ONCE=$(DEMO_ONCE) K8S_VERSION=$(K8S_VERSION) hack/demo.sh
 
 ##@ Deployment
@@ -176,7 +199,7 @@ bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) for VE
 ##@ Tools
 
 .PHONY: tools
-tools: controller-gen kustomize k8s-default ## Install every tool the Makefile needs into bin/.
+tools: controller-gen kustomize k8s-default node ## Install every tool the Makefile needs into bin/.
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)

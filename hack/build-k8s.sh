@@ -9,6 +9,9 @@
 # Usage: hack/build-k8s.sh DEST   (DEST is bin/k8s/<version>)
 set -euo pipefail
 
+# shellcheck source=hack/lib/k8s-module.sh
+source "$(dirname "$0")/lib/k8s-module.sh"
+
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 STAGING_VERSION=${STAGING_VERSION:-v0.${K8S_VERSION#v1.}}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
@@ -42,47 +45,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 start=$(date +%s)
 
-# --- Kubernetes: a helper module that requires k8s.io/kubernetes and replaces
-# every staging module (which its go.mod points at ./staging/...) with the
-# published release of the same version.
+# --- Kubernetes: the helper module of hack/lib/k8s-module.sh.
 build_kubernetes() {
-  local mod="$work/kubernetes"
-  mkdir -p "$mod" && cd "$mod"
-  go mod init drastack.local/k8s-build >/dev/null 2>&1
-  local gomod
-  gomod=$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  [ -f "$gomod" ] || { echo "cannot find go.mod of k8s.io/kubernetes@${K8S_VERSION}" >&2; exit 1; }
-  go mod edit -require "k8s.io/kubernetes@${K8S_VERSION}"
-  grep -oE '^[[:space:]]*k8s\.io/[A-Za-z0-9._/-]+ => \./staging/' "$gomod" | awk '{print $1}' | sort -u | while read -r m; do
-    go mod edit -replace "${m}=${m}@${STAGING_VERSION}"
-  done
-  # The module's own go.mod pins many dependencies; copy its require block so
-  # the build uses exactly the versions Kubernetes was released with.
-  cp "$gomod" "$work/k8s.go.mod"
-  cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
-  go mod tidy >/dev/null
-  local major=${K8S_VERSION#v}; major=${major%%.*}
-  local minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
-  local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  local ld=""
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld+=" -X ${pkg}.gitVersion=${K8S_VERSION} -X ${pkg}.gitMajor=${major} -X ${pkg}.gitMinor=${minor}"
-    ld+=" -X ${pkg}.gitCommit=0000000000000000000000000000000000000000 -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${date}"
-  done
+  k8s_helper_module "$work/kubernetes" "$K8S_VERSION" "$STAGING_VERSION" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+  cd "$work/kubernetes"
+  local ld; ld=$(k8s_ldflags "$K8S_VERSION")
   for c in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
     echo "building $c ${K8S_VERSION}"
-    go build -trimpath -ldflags "-s -w ${ld}" -o "$CACHE/$c" "k8s.io/kubernetes/cmd/$c"
+    go build -trimpath -ldflags "${ld}" -o "$CACHE/$c" "k8s.io/kubernetes/cmd/$c"
   done
 }
 

@@ -3,8 +3,12 @@
 # plane. Starts kube-apiserver, kube-scheduler, kube-controller-manager and
 # kwok nodes, installs the CRDs, runs the operator and the simulated DRA
 # driver, applies config/samples, waits until things settle and prints what
-# a person would look at. Runs until interrupted; DEMO_ONCE=1 exits after
-# printing.
+# a person would look at. Where this machine can run one, a real node
+# (kubelet, containerd, runc) joins the kwok nodes: the example driver's
+# plugin, built from this tree, runs on it, and a pod there prints the
+# device it was given; where it cannot, the demo says why and goes on with
+# kwok. Runs until interrupted; DEMO_ONCE=1 exits after printing;
+# DEMO_REAL_NODE=0 leaves the real node out.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,6 +16,9 @@ BIN=$ROOT/bin
 KUBECTL=$BIN/k8s/${K8S_VERSION:-v1.37.2}/kubectl
 WEBHOOK_PORT=${DEMO_WEBHOOK_PORT:-9443}
 NODES=${DEMO_NODES:-4}
+REAL_NODE=${DEMO_REAL_NODE:-1}
+PLUGIN_ARCHIVE=$BIN/images/drastack-example-plugin.tar
+REAL_DRIVER=gpu.real.example.com
 WORK=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/drastack-demo.XXXXXX")}
 LOGS=$WORK/logs
 export KUBECONFIG=$WORK/kubeconfig
@@ -47,6 +54,29 @@ wait_for() {
   done
 }
 
+# apply FILE: server-side apply, again for a while when the API server
+# refuses part of it because a namespace is new (its default
+# ServiceAccount, which pods need where a real node runs, comes a moment
+# later).
+apply() {
+  local deadline=$(( $(date +%s) + 60 ))
+  until "$KUBECTL" apply --server-side -f "$1" > "$LOGS/apply.out" 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || { cat "$LOGS/apply.out" >&2; fail "kubectl apply -f $1 failed"; }
+    sleep 1
+  done
+  cat "$LOGS/apply.out"
+}
+
+real_args=()
+real_why=""
+if [ "$REAL_NODE" = 0 ]; then
+  real_why="DEMO_REAL_NODE=0"
+elif [ ! -f "$PLUGIN_ARCHIVE" ]; then
+  real_why="no plugin image $PLUGIN_ARCHIVE (make image)"
+else
+  real_args=(-real-nodes 1 -real-nodes-optional -node-images "$PLUGIN_ARCHIVE")
+fi
+
 echo "== starting the local control plane with $NODES kwok nodes (logs: $LOGS)"
 # The operator runs as deployed: the local cluster installs the Namespace,
 # ServiceAccount and RBAC of config/default (and its pod webhook, called by
@@ -54,10 +84,19 @@ echo "== starting the local control plane with $NODES kwok nodes (logs: $LOGS)"
 # writes a kubeconfig with a token of that ServiceAccount.
 "$BIN/localcluster" -version "${K8S_VERSION:-v1.37.2}" -nodes "$NODES" -kubeconfig "$KUBECONFIG" -crds "$ROOT/config/crd/bases" -log-dir "$LOGS" \
   -operator-deploy "$ROOT/config/default" -operator-kubeconfig "$WORK/operator.kubeconfig" \
-  -operator-webhook-url "https://127.0.0.1:$WEBHOOK_PORT" \
+  -operator-webhook-url "https://127.0.0.1:$WEBHOOK_PORT" "${real_args[@]}" \
   > "$LOGS/localcluster.log" 2>&1 &
 pids+=($!)
 wait_for "the control plane" 180 grep -q "cluster ready" "$LOGS/localcluster.log"
+real_node=$(sed -n 's/^real node: \([^ ]*\) .*/\1/p' "$LOGS/localcluster.log" | head -1)
+if [ -z "$real_node" ] && [ -z "$real_why" ]; then
+  real_why=$(sed -n 's/^real nodes: none (\(.*\))$/\1/p' "$LOGS/localcluster.log" | head -1)
+fi
+if [ -n "$real_node" ]; then
+  echo "== real node $real_node: kubelet, containerd and runc, with the example plugin's image imported"
+else
+  echo "== no real node (${real_why:-unknown reason}); going on with the kwok nodes"
+fi
 
 echo "== starting the operator as ServiceAccount drastack-system/drastack-controller-manager"
 # The pod webhook of the claim controller listens on 127.0.0.1 with a
@@ -73,12 +112,16 @@ wait_for "the pod webhook's caBundle" 60 bash -c \
 
 echo "== applying config/samples"
 for f in "$ROOT"/config/samples/drastack_*.yaml; do
-  "$KUBECTL" apply --server-side -f "$f"
+  apply "$f"
 done
 shopt -s nullglob
 for f in "$ROOT"/config/samples/demo-*.yaml; do
-  "$KUBECTL" apply --server-side -f "$f"
+  apply "$f"
 done
+if [ -n "$real_node" ]; then
+  echo "== adding the example driver $REAL_DRIVER on the real node (its plugin really runs there)"
+  "$KUBECTL" patch drastack default --type=json -p "[{\"op\":\"add\",\"path\":\"/spec/drivers/-\",\"value\":{\"name\":\"$REAL_DRIVER\",\"profile\":\"example\",\"nodeSelector\":{\"type\":\"real\"}}}]"
+fi
 
 echo "== starting the simulated DRA driver"
 "$BIN/dra-sim" -kubeconfig "$KUBECONFIG" -inventory "$ROOT/config/samples/sim-inventory.yaml" \
@@ -151,6 +194,66 @@ YAML
   echo
   echo "\$ kubectl get events -n demo-claims --field-selector reason=Unsatisfiable,involvedObject.name=tpu-4x4   # the operator's Event carries the same verdict"
   "$KUBECTL" get events -n demo-claims --field-selector reason=Unsatisfiable,involvedObject.name=tpu-4x4 -o custom-columns='CLAIM:.involvedObject.name,NOTE:.message' || true
+  echo
+fi
+if [ -n "$real_node" ]; then
+  # A pod on the real node with a claim for one MIG-like slice of the
+  # example plugin's GPUs: kube-scheduler allocates it, the kubelet asks the
+  # plugin to prepare it, and the container prints the device CDI gave it.
+  cat > "$WORK/real-gpu.yaml" <<YAML
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: demo-real
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: one-mig
+  namespace: demo-real
+spec:
+  spec:
+    devices:
+      requests:
+      - name: mig
+        exactly:
+          deviceClassName: $REAL_DRIVER
+          selectors:
+          - cel:
+              expression: device.attributes["$REAL_DRIVER"].?profile.orValue("") == "1g.5gb"
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: real-gpu
+  namespace: demo-real
+spec:
+  restartPolicy: Never
+  nodeSelector: {type: real}
+  resourceClaims:
+  - name: mig
+    resourceClaimTemplateName: one-mig
+  containers:
+  - name: main
+    image: drastack.local/busybox:v1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "echo I got:; env | grep ^DRASTACK_DEVICE_; cat /var/run/drastack/*/*.json; sleep 3600"]
+    resources:
+      claims:
+      - name: mig
+YAML
+  apply "$WORK/real-gpu.yaml" >/dev/null
+  wait_for "the pod on the real node to run" 120 bash -c \
+    "[ \"\$('$KUBECTL' get pod -n demo-real real-gpu -o jsonpath='{.status.phase}')\" = Running ]"
+  sleep 1
+  echo "\$ kubectl get pod -n demo-real -o wide   # a pod that really runs, on $real_node"
+  "$KUBECTL" get pod -n demo-real -o wide
+  echo
+  echo "\$ kubectl get resourceclaims -n demo-real   # what kube-scheduler allocated"
+  "$KUBECTL" get resourceclaims -n demo-real -o custom-columns='NAME:.metadata.name,DRIVER:.status.allocation.devices.results[0].driver,POOL:.status.allocation.devices.results[0].pool,DEVICE:.status.allocation.devices.results[0].device'
+  echo
+  echo "\$ kubectl logs -n demo-real real-gpu   # what the container sees: the device the plugin prepared through CDI"
+  "$KUBECTL" logs -n demo-real real-gpu
   echo
 fi
 echo "\$ kubectl get drastack default -o jsonpath='{.status.cluster}'"

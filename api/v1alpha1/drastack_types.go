@@ -82,7 +82,8 @@ type DriverProfile string
 
 // Built-in driver profiles.
 const (
-	// DriverProfileExample is the kubernetes-sigs dra-example-driver.
+	// DriverProfileExample is a kubelet plugin of simulated GPUs:
+	// drastack's own by default, or the kubernetes-sigs dra-example-driver.
 	DriverProfileExample DriverProfile = "example"
 	// DriverProfileNVIDIAGPU is the NVIDIA DRA driver for GPUs.
 	DriverProfileNVIDIAGPU DriverProfile = "nvidia-gpu"
@@ -125,8 +126,9 @@ type DriverSpec struct {
 	// (the README lists the release, what is installed and how it was
 	// checked) and needs the driver name the vendor's plugin publishes
 	// under. What each profile needs of the nodes it runs on:
-	// example: the dra-example-driver; runs on every node the nodeSelector
-	// picks, needs nothing on the node (it publishes simulated GPUs).
+	// example: drastack's example plugin (or the dra-example-driver, v0.3.0
+	// or newer under any name); runs on every node the nodeSelector picks,
+	// needs nothing on the node (it publishes simulated GPUs).
 	// nvidia-gpu: NVIDIA's DRA driver (GPUs and ComputeDomains, see nvidia);
 	// name gpu.nvidia.com; a node must carry one of the labels Node Feature
 	// Discovery or the GPU Operator set on NVIDIA GPU nodes

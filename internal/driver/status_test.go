@@ -111,7 +111,7 @@ func TestAssess(t *testing.T) {
 		mention               []string
 	}{
 		{name: "plugin ready and publishing on every node", o: func(*Observed) {},
-			reason: ReasonReady, ready: true, mention: []string{"2/2 nodes ready, 2 publishing, v0.2.0"}},
+			reason: ReasonReady, ready: true, mention: []string{"2/2 nodes ready, 2 publishing, v0.1.0"}},
 		{name: "no node matches the selector: not ready, says so", o: func(o *Observed) {
 			o.DaemonSet, o.Pods, o.PublishingNodes = daemonSet(0, 0, 0), nil, nil
 			o.NodeFit = &NodeFit{Nodes: 3, Selector: "gpu=yes"}
@@ -157,13 +157,13 @@ func TestAssess(t *testing.T) {
 			o.DaemonSet = daemonSet(2, 1, 1)
 			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -20*time.Second), pluginPod("n2", "rev1", time.Hour)}
 			o.RevisionCreated = statusNow.Add(-30 * time.Second)
-		}, reason: ReasonRollingOut, ready: true, prog: true, mention: []string{"0/2 nodes updated to v0.2.0", "every node still serves"}},
+		}, reason: ReasonRollingOut, ready: true, prog: true, mention: []string{"0/2 nodes updated to v0.1.0", "every node still serves"}},
 		{name: "rollout during which a node stops publishing: not ready", o: func(o *Observed) {
 			o.DaemonSet = daemonSet(2, 1, 1)
 			o.Pods = []corev1.Pod{pluginPod("n1", "rev2", -20*time.Second), pluginPod("n2", "rev1", time.Hour)}
 			o.RevisionCreated = statusNow.Add(-30 * time.Second)
 			o.PublishingNodes = map[string]bool{"n2": true}
-		}, reason: ReasonRollingOut, prog: true, mention: []string{"0/2 nodes updated to v0.2.0", "waiting on node n1"}},
+		}, reason: ReasonRollingOut, prog: true, mention: []string{"0/2 nodes updated to v0.1.0", "waiting on node n1"}},
 		{name: "an upgrade between a node's old pod going and its new one coming still serves", o: func(o *Observed) {
 			o.DaemonSet = daemonSet(2, 0, 1)
 			o.RevisionNumber = 2
@@ -257,7 +257,7 @@ func TestAssessCounts(t *testing.T) {
 	if st.NodesDesired != 3 || st.NodesUpdated != 2 || st.NodesReady != 1 || st.NodesPublishing != 3 {
 		t.Errorf("counts desired %d updated %d ready %d publishing %d, want 3 2 1 3", st.NodesDesired, st.NodesUpdated, st.NodesReady, st.NodesPublishing)
 	}
-	if st.Image != ExampleImage || st.Version != "v0.2.0" || len(st.DeviceClasses) != 1 {
+	if st.Image != ExampleImage || st.Version != "v0.1.0" || len(st.DeviceClasses) != 1 {
 		t.Errorf("image %s version %s classes %v", st.Image, st.Version, st.DeviceClasses)
 	}
 }

@@ -47,10 +47,14 @@ type Cluster struct {
 	// defaults; unless Options.DefaultGates, every one of them is on.
 	Gates []FeatureGate
 
+	// RealNodes are the real nodes (Options.RealNodes), Ready.
+	RealNodes []*RealNode
+
 	// gateFlag is the --feature-gates value of every component.
 	gateFlag string
 
 	opts       Options
+	real       *realNodes
 	env        *envtest.Environment
 	components []*component
 	stopOnce   sync.Once
@@ -101,6 +105,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 
+	if opts.RealNodes != 0 {
+		if err := c.prepareRealNodes(); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.startAPIServer(); err != nil {
 		return nil, err
 	}
@@ -127,6 +136,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		opts.logf("%d kwok nodes Ready after %s", opts.Nodes, time.Since(begin).Round(100*time.Millisecond))
+	}
+	if c.real != nil {
+		if err := c.startRealNodes(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -188,6 +202,11 @@ func (c *Cluster) startAPIServer() error {
 	for _, d := range []string{te.ControlPlane.Etcd.DataDir, api.CertDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	if c.real != nil {
+		if err := c.real.configureAPIServer(api); err != nil {
+			return err
 		}
 	}
 
@@ -276,8 +295,10 @@ func (c *Cluster) Healthy() error {
 	return nil
 }
 
-// Stop ends every process of the cluster (kwok, kube-controller-manager,
-// kube-scheduler, kube-apiserver, etcd, in that order) and removes Dir.
+// Stop ends every process of the cluster (the real nodes' kubelet,
+// kube-proxy, containerd and namespaces, kwok, kube-controller-manager,
+// kube-scheduler, kube-apiserver, etcd, in that order), removes the real
+// nodes' cgroups, and removes Dir.
 // LogDir is kept when Options.LogDir named it. Stop is safe to call more
 // than once.
 func (c *Cluster) Stop() error {
@@ -286,6 +307,11 @@ func (c *Cluster) Stop() error {
 		for i := len(c.components) - 1; i >= 0; i-- {
 			if err := c.components[i].stop(); err != nil {
 				errs = append(errs, err)
+			}
+		}
+		if c.real != nil {
+			if err := c.real.stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stop real nodes: %w", err))
 			}
 		}
 		if c.env != nil {

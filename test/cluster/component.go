@@ -31,7 +31,20 @@ type component struct {
 // second; waiting longer only slows every test.
 const stopGrace = 10 * time.Second
 
+// procOptions change how a component's process starts.
+type procOptions struct {
+	// attr replaces childProcAttr (it must keep its process group and
+	// parent-death signal).
+	attr *syscall.SysProcAttr
+	// env replaces the environment when set.
+	env []string
+}
+
 func startComponent(name, path string, args []string, logDir string) (*component, error) {
+	return startComponentWith(name, path, args, logDir, procOptions{})
+}
+
+func startComponentWith(name, path string, args []string, logDir string, o procOptions) (*component, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -41,6 +54,10 @@ func startComponent(name, path string, args []string, logDir string) (*component
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = childProcAttr()
+	if o.attr != nil {
+		cmd.SysProcAttr = o.attr
+	}
+	cmd.Env = o.env
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)

@@ -95,7 +95,10 @@ func (c *Cluster) startComponents(ctx context.Context) error {
 	stagesPath := filepath.Join(c.Dir, "kwok-stages.yaml")
 	// Nodes report the release the cluster runs as their kubelet version.
 	stages := strings.ReplaceAll(string(kwokStages), "KUBELET_VERSION", c.opts.version())
-	kwokArgs := []string{"--kubeconfig=" + kwokKubeconfig, "--config=" + stagesPath, "--manage-all-nodes=true", "--cidr=" + kwokPodCIDR}
+	// kwok manages the nodes NewNode marks as fake, never a real node (it
+	// would overwrite the kubelet's status of it and its pods).
+	kwokArgs := []string{"--kubeconfig=" + kwokKubeconfig, "--config=" + stagesPath,
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=" + KwokNodeAnnotationValue, "--cidr=" + kwokPodCIDR}
 	if hb := c.opts.nodeHeartbeat(); hb > 0 {
 		stages, err = slowHeartbeat(stages, hb)
 		if err != nil {

@@ -4,8 +4,14 @@
 // and kwok as child processes, with the DRA feature gates on and kwok fake
 // nodes whose pods reach Running.
 //
-// The binaries are built once per machine by hack/build-k8s.sh; this package
-// never downloads or builds anything. Every component writes its log to a
-// file, and a component that fails to start is reported with the tail of its
-// log so that a broken cluster explains itself.
+// With Options.RealNodes it also starts a real node (RealNode): kubelet,
+// kube-proxy, containerd and runc in namespaces of their own, whose pods
+// really run, from images built from files of this machine and imported
+// into its containerd (no registry).
+//
+// The binaries are built once per machine by hack/build-k8s.sh and
+// hack/build-node.sh; this package downloads nothing and builds only the
+// small pause program of this module. Every component writes its log to a
+// file, and a component that fails to start is reported with the tail of
+// its log so that a broken cluster explains itself.
 package cluster

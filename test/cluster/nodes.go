@@ -15,8 +15,11 @@ import (
 // Labels and annotations that mark a node as a kwok fake node.
 const (
 	// KwokNodeAnnotation is the annotation kwok's own tooling puts on its
-	// nodes; kwok runs with --manage-all-nodes, so it is informative only.
+	// nodes; kwok manages exactly the nodes where it is
+	// KwokNodeAnnotationValue, so that a real node is left to its kubelet.
 	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+	// KwokNodeAnnotationValue marks a fake node.
+	KwokNodeAnnotationValue = "fake"
 	// KwokTypeLabel / KwokTypeValue let workloads and the simulated driver
 	// select the fake nodes.
 	KwokTypeLabel = "type"
@@ -57,7 +60,7 @@ func NewNode(spec NodeSpec) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        spec.Name,
 			Labels:      labels,
-			Annotations: map[string]string{KwokNodeAnnotation: "fake"},
+			Annotations: map[string]string{KwokNodeAnnotation: KwokNodeAnnotationValue},
 		},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity.DeepCopy(),

@@ -71,7 +71,22 @@ type Options struct {
 	// named kwok-node-0, kwok-node-1, ... and are Ready when Start returns.
 	Nodes int
 
-	// NodeLabels are added to every node Start creates, on top of the
+	// RealNodes is how many real nodes to start beside the kwok nodes: 0
+	// (the default) or 1. A real node runs kubelet, kube-proxy, containerd
+	// and runc in namespaces of its own (see RealNode), named
+	// real-node-0, labelled type=real, Ready when Start returns. When this
+	// machine cannot run one (no root, no cgroups, no overlayfs, binaries
+	// or packages missing), Start fails with an *UnsupportedError naming
+	// the missing piece; RealNodeSupport tells beforehand.
+	RealNodes int
+
+	// NodeBinaryDir holds the real node's binaries (see NodeBinaries,
+	// built by hack/build-node.sh). Default: $DRASTACK_NODE_BIN when
+	// Version is the default, else bin/node/<Version> under the module
+	// root, else the per-user cache.
+	NodeBinaryDir string
+
+	// NodeLabels are added to every kwok node Start creates, on top of the
 	// labels every kwok node gets (see NodeSpec).
 	NodeLabels map[string]string
 

@@ -135,7 +135,7 @@ func TestDriverLifecycle(t *testing.T) {
 			})
 			t.Logf("timing: slices published -> driver Ready in %s", since(begin))
 			d := drvStatus(st, drvDriver)
-			if d.NodesDesired != 2 || d.NodesUpdated != 2 || d.NodesPublishing != 2 || d.Version != "v0.2.0" || d.Image != driver.ExampleImage ||
+			if d.NodesDesired != 2 || d.NodesUpdated != 2 || d.NodesPublishing != 2 || d.Version != "v0.1.0" || d.Image != driver.ExampleImage ||
 				!slices.Equal(d.DeviceClasses, []string{drvClassName}) {
 				t.Errorf("driver status %+v", d)
 			}

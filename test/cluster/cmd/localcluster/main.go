@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +36,10 @@ func run() error {
 	// the global one.
 	fs := flag.NewFlagSet("localcluster", flag.ExitOnError)
 	nodes := fs.Int("nodes", 3, "number of kwok nodes (kwok-node-0, kwok-node-1, ...)")
+	realNodes := fs.Int("real-nodes", 0, "number of real nodes (kubelet, containerd, runc; 0 or 1): real-node-0")
+	realOptional := fs.Bool("real-nodes-optional", false, "with -real-nodes: when the real node cannot start, say why and go on with the kwok nodes only")
+	nodeImages := fs.String("node-images", "", "comma-separated OCI image archives (make image writes them) to import into every real node")
+	nodeBinDir := fs.String("node-bin-dir", "", "folder with the real node's binaries (default: $"+cluster.NodeBinaryDirEnv+", else bin/node/VERSION of the module)")
 	kubeconfig := fs.String("kubeconfig", "", "write the administrator kubeconfig to this path (default: only inside the cluster's temporary folder)")
 	crds := fs.String("crds", "", "folder of CustomResourceDefinitions to install before reporting ready")
 	logDir := fs.String("log-dir", "", "folder for the component logs, kept after exit (default: temporary, removed on exit)")
@@ -51,12 +56,14 @@ func run() error {
 	}
 
 	opts := cluster.Options{
-		BinaryDir:    *binDir,
-		Version:      *version,
-		DefaultGates: *defaultGates,
-		Nodes:        *nodes,
-		LogDir:       *logDir,
-		Verbosity:    *verbosity,
+		BinaryDir:     *binDir,
+		Version:       *version,
+		DefaultGates:  *defaultGates,
+		Nodes:         *nodes,
+		RealNodes:     *realNodes,
+		NodeBinaryDir: *nodeBinDir,
+		LogDir:        *logDir,
+		Verbosity:     *verbosity,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "localcluster: "+format+"\n", args...)
 		},
@@ -72,8 +79,32 @@ func run() error {
 
 	begin := time.Now()
 	c, err := cluster.Start(startCtx, opts)
+	if err != nil && opts.RealNodes > 0 && *realOptional && startCtx.Err() == nil {
+		// The real node is a bonus: one line says why it is missing, the
+		// rest of the cluster starts anyway.
+		reason := err.Error()
+		if missing, ok := cluster.IsUnsupported(err); ok {
+			reason = missing
+		}
+		fmt.Fprintf(os.Stderr, "localcluster: no real node: %s\n", strings.SplitN(reason, "\n", 2)[0])
+		fmt.Printf("real nodes: none (%s)\n", strings.SplitN(reason, "\n", 2)[0])
+		opts.RealNodes = 0
+		c, err = cluster.Start(startCtx, opts)
+	}
 	if err != nil {
 		return err
+	}
+	for _, n := range c.RealNodes {
+		for _, archive := range strings.Split(*nodeImages, ",") {
+			if archive == "" {
+				continue
+			}
+			if err := n.ImportArchive(startCtx, archive); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "localcluster: imported %s into %s\n", archive, n.Name)
+		}
+		fmt.Printf("real node: %s ip=%s pods=%s\n", n.Name, n.IP, n.PodCIDR)
 	}
 	defer func() {
 		fmt.Fprintln(os.Stderr, "localcluster: stopping")
