@@ -389,6 +389,26 @@ func (w *simWorld) workload() {
 		}
 		_ = st.create(pod)
 		w.logf("workload: pod %s (%d claims, operator %v, gated %v)", name, n, operator, gated)
+	case p < 0.4 && len(pods) < 8 && len(claims) < 14:
+		// A tenant's claim that tolerates the central taint, for an
+		// ungated pod of kube-scheduler's class. The operator's admission
+		// policy refuses it; without the policy it is created.
+		if !w.opts.admitTolerations {
+			w.logf("workload: a claim tolerating the central taint is refused by the admission policy")
+			break
+		}
+		w.names++
+		name := fmt.Sprintf("p%d", w.names)
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: name + "-c0"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: simPlainClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+					Tolerations: []resourceapi.DeviceToleration{{Operator: resourceapi.DeviceTolerationOpExists}}},
+			}}}}}
+		_ = st.create(c)
+		_ = st.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: name},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}},
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "c0", ResourceClaimName: ptr.To(c.Name)}}}})
+		w.logf("workload: pod %s with a claim that tolerates the central taint", name)
 	case p < 0.45 && len(claims) < 14:
 		w.names++
 		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: fmt.Sprintf("imm%d", w.names),

@@ -59,6 +59,9 @@ type simOptions struct {
 	joins     bool
 	// webhookDown creates some operator pods without their gate.
 	webhookDown bool
+	// admitTolerations turns the operator's admission policy off: claims
+	// that tolerate the central taint are created (problem 6).
+	admitTolerations bool
 	// leaveAfterWrite steers the partition edits: a pool the operator
 	// just wrote an allocation of leaves the partition a few steps later.
 	leaveAfterWrite bool
