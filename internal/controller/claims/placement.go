@@ -267,7 +267,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 		defer cancel()
 		var chosen []allocator.Result
 		for _, n := range candidates {
-			results, err := d.Session().Allocate(actx, claims, allocator.Options{Node: n.Name, MaxSteps: r.MaxSteps})
+			results, err := d.Session().Allocate(actx, claims, allocator.Options{Node: n.Name, MaxSteps: r.MaxSteps, Policy: cfg.PlacementPolicy})
 			o, err := classify(actx, err, cfg)
 			if o == claimpolicy.OutcomeAllocated {
 				chosen, node, outcome = results[:len(pc.toPlace)], n.Name, o
