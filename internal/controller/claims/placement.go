@@ -97,6 +97,10 @@ func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, nil
 	}
+	if gang, res, err := p.gangReconcile(ctx, cfg, &pod); gang {
+		// A member of a gang: its claims are placed with the gang's.
+		return res, err
+	}
 	pc, err := p.claimsOf(ctx, cfg, &pod)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -135,14 +139,20 @@ func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 func (r *Reconciler) forgetPod(key types.NamespacedName) {
 	r.pods.forget(key)
 	r.backoff.Forget(key)
+	r.gangs.forget(key)
 }
 
 // claimsOf reads the pod's claims from the cache, each at the newest state
 // the ledger knows, and sorts them.
 func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod) (podClaims, error) {
+	return p.claimsOfUnit(ctx, cfg, pod, unitOf(pod))
+}
+
+// claimsOfUnit is claimsOf for a pod whose placement belongs to unit (the
+// pod's own, or its gang's): reservations of that unit are pending.
+func (p *placementReconciler) claimsOfUnit(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod, unit string) (podClaims, error) {
 	r := p.r
 	var pc podClaims
-	unit := unitOf(pod)
 	for _, ref := range claimpolicy.PodClaims(pod) {
 		switch {
 		case ref.NotNeeded:
