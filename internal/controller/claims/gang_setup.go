@@ -58,12 +58,16 @@ func (r *Reconciler) watchGangs(bld *ctrl.Builder, c cache.Cache) *ctrl.Builder 
 		}
 	}
 	return bld.WatchesRawSource(source.TypedKind(c, &schedulingv1beta1.PodGroup{}, handler.TypedFuncs[*schedulingv1beta1.PodGroup, reconcile.Request]{
-		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*schedulingv1beta1.PodGroup], q queue) { pods(ctx, e.Object, q) },
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*schedulingv1beta1.PodGroup], q queue) {
+			pods(ctx, e.Object, q)
+		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*schedulingv1beta1.PodGroup], q queue) {
 			if e.ObjectOld.Generation != e.ObjectNew.Generation {
 				pods(ctx, e.ObjectNew, q)
 			}
 		},
-		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*schedulingv1beta1.PodGroup], q queue) { pods(ctx, e.Object, q) },
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*schedulingv1beta1.PodGroup], q queue) {
+			pods(ctx, e.Object, q)
+		},
 	}))
 }
