@@ -140,6 +140,8 @@ func (a *allocView) count(r *Report, rules []*resourceapi.DeviceTaintRule) {
 	}
 	usable := p.Allocatable()
 	av := &r.Availability
+	// available partitionable devices, for the fragmentation report.
+	var partitionable []int
 	for i := range p.Devices {
 		d := &p.Devices[i]
 		tainted := hasBlockingTaint(d.Device) || (len(rules) > 0 && ruleTaints(rules, d.Device.Name))
@@ -175,12 +177,14 @@ func (a *allocView) count(r *Report, rules []*resourceapi.DeviceTaintRule) {
 			pr.Total++
 			if available {
 				pr.Allocatable++
+				partitionable = append(partitionable, i)
 			}
 		}
 	}
 	r.Devices.Free = av.Available
 	slices.SortFunc(partitions, comparePartitions)
 	r.Partitions = partitions
+	r.Fragmentation = a.fragmentation(partitionable)
 }
 
 // hasBlockingTaint reports a taint that keeps requests without a matching

@@ -31,6 +31,9 @@ type Report struct {
 	// Partitions summarises partitionable devices per partition type,
 	// sorted by attribute and type (see partitionOf).
 	Partitions []PartitionReport
+	// Fragmentation of the pool's counter capacity; nil for a pool
+	// without counter sets.
+	Fragmentation *Fragmentation
 }
 
 // DeviceCounts summarises a pool's devices.
