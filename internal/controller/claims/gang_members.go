@@ -193,8 +193,8 @@ func (p *placementReconciler) gangMembers(ctx context.Context, cfg claimpolicy.C
 		switch {
 		case decl.spec.Source == gang.SourcePodGroup && (!named || name != decl.spec.Name):
 			continue
-		case decl.spec.Source == gang.SourceLabel && named && r.gangs.podGroups:
-			// The pod's PodGroup decides its gang.
+		case decl.spec.Source == gang.SourceLabel && (pod.Labels[gang.LabelName] != decl.spec.Name || (named && r.gangs.podGroups)):
+			// Not labelled for the gang, or its PodGroup decides its gang.
 			continue
 		}
 		m, err := p.gangMemberOf(ctx, cfg, pod, unit)

@@ -59,6 +59,8 @@ type simOptions struct {
 	joins     bool
 	// webhookDown creates some operator pods without their gate.
 	webhookDown bool
+	// gangs puts some operator pods into gangs (sim_gang_test.go).
+	gangs bool
 }
 
 // simWorld is one run.
