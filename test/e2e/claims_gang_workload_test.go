@@ -19,6 +19,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
 )
@@ -84,7 +85,8 @@ func TestClaimsGangWorkloadAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	clApplyClaimsSpec(ctx, t, crc, v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
-		Central: []v1alpha1.CentralDevices{{Driver: driver, Classes: []string{class}}}})
+		GangTimeout: &metav1.Duration{Duration: time.Second},
+		Central:     []v1alpha1.CentralDevices{{Driver: driver, Classes: []string{class}}}})
 	op := clStartOperator(ctx, t, c, ns)
 	defer op.stop()
 	clWaitCentral(ctx, t, c, driver)
@@ -109,8 +111,9 @@ func TestClaimsGangWorkloadAPI(t *testing.T) {
 		t.Fatalf("pod a admitted without the operator's gate: %v", a.Spec.SchedulingGates)
 	}
 	claimA := clPodClaimName(ctx, t, c, ns, "a")
-	// Alone, the member waits: its claim stays unallocated.
-	time.Sleep(2 * time.Second)
+	// Alone, the member waits, and is reported once gangTimeout passed;
+	// its claim stays unallocated.
+	clWaitEvent(ctx, t, c, ns, "Pod", "a", claimsctrl.EventGangIncomplete, "gang "+ns+"/train has 1 of its 2 pods")
 	if cl := clWaitClaim(ctx, t, c, ns, claimA, "created", func(*resourceapi.ResourceClaim) bool { return true }); clAllocated(cl) {
 		t.Fatalf("the claim of a lone member of a gang of 2 was allocated")
 	}
