@@ -98,7 +98,7 @@ func (p *placementReconciler) gangReconcile(ctx context.Context, cfg claimpolicy
 	case err != nil:
 		// The pod's gang cannot be read as declared: it is not placed
 		// alone either.
-		return true, ctrl.Result{}, p.gangReport(ctx, []*gangMember{self}, cfg.Engine, claimpolicy.OutcomeInvalid, string(claimpolicy.OutcomeInvalid), err.Error(), nil)
+		return true, ctrl.Result{}, p.gangReport(ctx, []*gangMember{self}, "", claimpolicy.OutcomeInvalid, string(claimpolicy.OutcomeInvalid), err.Error(), nil)
 	case decl.spec.Name == "":
 		log.FromContext(ctx).V(1).Info("Pod waits for its PodGroup", "pod", key, "podGroup", decl.waitFor)
 		return true, ctrl.Result{}, nil
@@ -111,7 +111,7 @@ func (p *placementReconciler) gangReconcile(ctx context.Context, cfg claimpolicy
 		return true, ctrl.Result{}, err
 	}
 	if err := consistent(decl, members); err != nil {
-		return true, ctrl.Result{}, p.gangReport(ctx, unitMembers(members), cfg.Engine, claimpolicy.OutcomeInvalid, string(claimpolicy.OutcomeInvalid), err.Error(), nil)
+		return true, ctrl.Result{}, p.gangReport(ctx, unitMembers(members), "", claimpolicy.OutcomeInvalid, string(claimpolicy.OutcomeInvalid), err.Error(), nil)
 	}
 	states := make([]gang.Member, len(members))
 	firstSeen := r.now()
@@ -128,7 +128,7 @@ func (p *placementReconciler) gangReconcile(ctx context.Context, cfg claimpolicy
 		return false, ctrl.Result{}, nil
 	case gang.ActionWaitCount:
 		if step.Report {
-			err := p.gangReport(ctx, unitMembers(members), cfg.Engine, outcomeIncomplete, EventGangIncomplete,
+			err := p.gangReport(ctx, unitMembers(members), "", outcomeIncomplete, EventGangIncomplete,
 				step.Why+"; it keeps waiting (no member is placed before the gang has its minimum count)", nil)
 			return true, ctrl.Result{}, err
 		}
@@ -331,7 +331,8 @@ func (p *placementReconciler) placeGang(ctx context.Context, cfg claimpolicy.Con
 
 // gangReport reports an outcome of a gang on each of the members given:
 // an Event and the condition GangCondition when the outcome is news for
-// the member, and the outcome on its claims for the DRAStack counts. why,
+// the member, and the outcome on its claims for the DRAStack counts. The
+// engine is named in the Event when set (outcomes of a search). why,
 // when set, adds the explanation's verdict to the Events (computed once).
 func (p *placementReconciler) gangReport(ctx context.Context, members []*gangMember, engine string, outcome claimpolicy.Outcome, reason, msg string, why func() string) error {
 	r := p.r
@@ -350,7 +351,10 @@ func (p *placementReconciler) gangReport(ctx context.Context, members []*gangMem
 			if outcome == outcomeIncomplete {
 				hint = ""
 			}
-			r.event(m.pod, corev1.EventTypeWarning, reason, "Allocate", "%s engine: %s%s", engine, note, hint)
+			if engine != "" {
+				note = engine + " engine: " + note
+			}
+			r.event(m.pod, corev1.EventTypeWarning, reason, "Allocate", "%s%s", note, hint)
 			if err := p.setGangCondition(ctx, m.pod, corev1.ConditionFalse, reason, note); err != nil {
 				return err
 			}
