@@ -67,7 +67,6 @@ func TestClaimsGangs(t *testing.T) {
 		Assess("gangs and MIG churn, operator against kube-scheduler", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			createNamespace(ctx, t, c.Client, gnNamespace)
-			defer clDeleteNamespace(ctx, t, c, gnNamespace)
 			if err := c.InstallCRDs(CRDDir); err != nil {
 				t.Fatal(err)
 			}
@@ -116,6 +115,10 @@ func TestClaimsGangs(t *testing.T) {
 			defer op.stop()
 			defer restore() // before the operator stops: its finalizer holds the DRAStack
 			defer clRemoveWebhook(ctx, t, c)
+			// First of all, while the operator runs: the pods go and their
+			// claims release the central devices, which otherwise keep the
+			// DRAStack (its deletion waits for held devices).
+			defer clDeleteNamespace(ctx, t, c, gnNamespace)
 			clWaitCentral(ctx, t, c, gnDriver, gnMIGDriver)
 			clCreateTemplate(ctx, t, c, gnNamespace, "gang-any", nil, nil, clClaimSpec(gnClass, 1, ""))
 			clWaitWebhook(ctx, t, c, gnNamespace, "gang-any")
