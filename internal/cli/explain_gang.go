@@ -155,7 +155,7 @@ func writeGangTable(w io.Writer, g *GangOutput) {
 		case m.Alone != nil:
 			fmt.Fprintf(w, "  pod %s alone: %s\n", m.Pod, m.Alone.Verdict)
 		default:
-			fmt.Fprintf(w, "  pod %s: not explained\n", m.Pod)
+			fmt.Fprintf(w, "  pod %s: not explained alone (an earlier member is the obstacle)\n", m.Pod)
 		}
 	}
 	if g.Explanation.StoppedEarly != "" {
