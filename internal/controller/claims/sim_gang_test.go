@@ -27,7 +27,7 @@ import (
 	"github.com/drastack/drastack/internal/gang"
 )
 
-var simGangSeeds = flag.Int("sim.gang-seeds", 200, "seeds the allocation simulation runs with gangs")
+var simGangSeeds = flag.Int("sim.gang-seeds", 100, "seeds the allocation simulation runs with gangs")
 
 // simGangMin is the minimum count of the simulation's gangs.
 const simGangMin = 2
