@@ -36,7 +36,7 @@ const (
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.devices.allocated`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.devices.available`
 // +kubebuilder:printcolumn:name="Free-Sets",type=string,JSONPath=`.status.fragmentation.freeCapacity`,description="Free capacity of the shared counters, in counter sets (GPUs, hosts)"
-// +kubebuilder:printcolumn:name="Largest-Free",type=string,JSONPath=`.status.fragmentation.largestAvailable`,description="Partition type of the largest device available now"
+// +kubebuilder:printcolumn:name="Largest-Free",type=string,JSONPath=`.status.fragmentation.largestAvailable`,description="Partition type of the largest device the counters leave room for"
 // +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -220,7 +220,9 @@ type PoolFragmentation struct {
 	// share (averaged over its counters), summed.
 	FreeCapacity resource.Quantity `json:"freeCapacity"`
 	// largestAvailable is the partition type (see partitionSummary) of the
-	// largest device available right now; empty when none is.
+	// largest device the pool's counters leave room for right now (not
+	// allocated; taints aside, so that devices only the operator
+	// allocates count); empty when there is none.
 	// +optional
 	LargestAvailable string `json:"largestAvailable,omitempty"`
 	// largestAvailableSize is that device's size in counter sets.

@@ -140,7 +140,7 @@ func (a *allocView) count(r *Report, rules []*resourceapi.DeviceTaintRule) {
 	}
 	usable := p.Allocatable()
 	av := &r.Availability
-	// available partitionable devices, for the fragmentation report.
+	// free partitionable devices, for the fragmentation report.
 	var partitionable []int
 	for i := range p.Devices {
 		d := &p.Devices[i]
@@ -177,6 +177,11 @@ func (a *allocView) count(r *Report, rules []*resourceapi.DeviceTaintRule) {
 			pr.Total++
 			if available {
 				pr.Allocatable++
+			}
+			// Fragmentation is about counters: a device the counters
+			// leave room for counts, tainted or not (central devices are
+			// tainted for kube-scheduler).
+			if usable && !a.u.InUse(i) && a.u.Fits(i) {
 				partitionable = append(partitionable, i)
 			}
 		}

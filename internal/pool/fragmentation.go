@@ -21,8 +21,10 @@ type Fragmentation struct {
 	// Free is the free capacity in counter sets: each set's free share
 	// (1 minus the consumed share, averaged over its counters), summed.
 	Free float64
-	// Largest is the partition type of the largest device available now
-	// (Availability.Available), LargestSize its size in counter sets;
+	// Largest is the partition type of the largest device the pool could
+	// give now (usable, not in use, its counters free; taints aside, so
+	// that the operator's central devices count), LargestSize its size in
+	// counter sets;
 	// LargestSize is 0 when no partitionable device is available. Of
 	// devices of equal size, the first partition type by attribute and
 	// type is named.
@@ -31,7 +33,7 @@ type Fragmentation struct {
 }
 
 // fragmentation computes the pool's Fragmentation from the usage and the
-// available partitionable devices; nil for a pool without counter sets.
+// free partitionable devices; nil for a pool without counter sets.
 func (a *allocView) fragmentation(available []int) *Fragmentation {
 	t, u := a.u.t, a.u
 	if len(t.sets) == 0 {

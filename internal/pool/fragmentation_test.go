@@ -16,7 +16,7 @@ import (
 
 // migPool is a node-local pool of two partitionable A100 40GB GPUs, as the
 // simulated driver publishes them (KEP-4815's profile table).
-func migPool(t *testing.T) *Pool {
+func migPool(t *testing.T, taints ...resourceapi.DeviceTaint) *Pool {
 	t.Helper()
 	inv := &sim.Inventory{Drivers: []sim.DriverSpec{{Name: drv, Devices: []sim.DeviceGroup{{Kind: sim.KindGPU, Count: 2, Partitions: sim.ProfileA100_40GB}}}}}
 	pools, err := sim.Render(inv, "node-1", nil)
@@ -25,6 +25,9 @@ func migPool(t *testing.T) *Pool {
 	}
 	var slices []*resourceapi.ResourceSlice
 	for i, sl := range pools[0].Slices {
+		for d := range sl.Devices {
+			sl.Devices[d].Taints = taints
+		}
 		slices = append(slices, &resourceapi.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", i), UID: types.UID(fmt.Sprintf("uid-s%d", i))},
 			Spec: resourceapi.ResourceSliceSpec{Driver: drv, NodeName: ptr.To("node-1"),
@@ -83,11 +86,18 @@ func TestFragmentation(t *testing.T) {
 			}
 		})
 	}
+	// Taints do not matter: the central devices of the operator are
+	// tainted for kube-scheduler.
+	tainted := migPool(t, resourceapi.DeviceTaint{Key: "resource.drastack.io/central", Effect: resourceapi.DeviceTaintEffectNoSchedule})
+	now := time.Now()
+	r := Assess(tainted, nil, now, now, time.Hour)
+	if r.Availability.Available != 0 || r.Fragmentation == nil || r.Fragmentation.Largest.Type != "7g.40gb" {
+		t.Errorf("tainted pool: %d available, fragmentation %+v; want 0 available and a 7g.40gb", r.Availability.Available, r.Fragmentation)
+	}
 	// A pool without counters has none.
 	plain := Group([]*resourceapi.ResourceSlice{mkSlice("plain", "node-2", 1, 1, func(s *resourceapi.ResourceSlice) {
 		s.Spec.Devices = []resourceapi.Device{{Name: "gpu-0"}}
 	})})
-	now := time.Now()
 	if r := Assess(plain[0], nil, now, now, time.Hour); r.Fragmentation != nil {
 		t.Errorf("a pool without counter sets reports %+v", r.Fragmentation)
 	}

@@ -21,7 +21,7 @@ var (
 		"Free capacity of each pool's shared counters, in counter sets (a GPU, the chips of a host): each set's free share, averaged over its counters, summed; whole counts the counter sets nothing consumes. Pools without counter sets have no series.",
 		[]string{"driver", "pool", "kind"}, nil)
 	descLargestAvailable = prometheus.NewDesc(metricLargestAvailable,
-		"Size in counter sets of the largest partitionable device available now in each pool with counter sets (0 when none is), labelled with its partition type: next to the free capacity, how fragmented the pool is.",
+		"Size in counter sets of the largest partitionable device each pool with counter sets could give now (not allocated, its counters free, taints aside; 0 when there is none), labelled with its partition type: next to the free capacity, how fragmented the pool is.",
 		[]string{"driver", "pool", "partition_type"}, nil)
 )
 
