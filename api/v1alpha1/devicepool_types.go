@@ -84,7 +84,8 @@ type DevicePoolStatus struct {
 	PartitionSummary []PartitionTypeStatus `json:"partitionSummary,omitempty"`
 	// fragmentation says whether the free capacity of the pool's shared
 	// counters is in one piece: the free capacity next to the largest
-	// partition available now. Set for pools with counter sets.
+	// partition available now. Set for allocatable pools with counter
+	// sets.
 	// +optional
 	Fragmentation *PoolFragmentation `json:"fragmentation,omitempty"`
 	// counterSets are the pool's shared counters with their consumption by

@@ -189,7 +189,10 @@ func (a *allocView) count(r *Report, rules []*resourceapi.DeviceTaintRule) {
 	r.Devices.Free = av.Available
 	slices.SortFunc(partitions, comparePartitions)
 	r.Partitions = partitions
-	r.Fragmentation = a.fragmentation(partitionable)
+	if usable {
+		// An incomplete or invalid pool gives nothing: no capacity to speak of.
+		r.Fragmentation = a.fragmentation(partitionable)
+	}
 }
 
 // hasBlockingTaint reports a taint that keeps requests without a matching

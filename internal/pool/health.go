@@ -32,7 +32,8 @@ type Report struct {
 	// sorted by attribute and type (see partitionOf).
 	Partitions []PartitionReport
 	// Fragmentation of the pool's counter capacity; nil for a pool
-	// without counter sets.
+	// without counter sets or one that is not allocatable (incomplete,
+	// invalid).
 	Fragmentation *Fragmentation
 }
 
