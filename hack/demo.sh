@@ -195,6 +195,61 @@ YAML
   echo "\$ kubectl get events -n demo-claims --field-selector reason=Unsatisfiable,involvedObject.name=tpu-4x4   # the operator's Event carries the same verdict"
   "$KUBECTL" get events -n demo-claims --field-selector reason=Unsatisfiable,involvedObject.name=tpu-4x4 -o custom-columns='CLAIM:.involvedObject.name,NOTE:.message' || true
   echo
+  # A gang (issue 27): two pods that start together or not at all, each
+  # with a 3g.20gb MIG partition of the central GPUs. The operator places
+  # both in one search and lifts both gates together.
+  "$KUBECTL" apply --server-side -f - >/dev/null <<'YAML'
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: gang-3g
+  namespace: demo-claims
+spec:
+  metadata:
+    annotations:
+      resource.drastack.io/cel-constraints: '[{"expression": "size(devices) == 1"}]'
+  spec:
+    devices:
+      requests:
+      - name: mig
+        exactly:
+          deviceClassName: gpu.sim.drastack.io
+          selectors:
+          - cel:
+              expression: device.attributes["gpu.sim.drastack.io"].type == "mig" && device.attributes["gpu.sim.drastack.io"].profile == "3g.20gb"
+YAML
+  for i in 0 1; do
+    "$KUBECTL" apply --server-side -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer-$i
+  namespace: demo-claims
+  labels:
+    resource.drastack.io/gang: trainer
+  annotations:
+    resource.drastack.io/gang-min-count: "2"
+spec:
+  containers:
+  - name: main
+    image: registry.k8s.io/pause:3.10
+    resources:
+      claims:
+      - name: mig
+  resourceClaims:
+  - name: mig
+    resourceClaimTemplateName: gang-3g
+YAML
+  done
+  wait_for "the gang's two pods to run" 60 bash -c \
+    "[ \"\$('$KUBECTL' get pod -n demo-claims -l resource.drastack.io/gang=trainer -o jsonpath='{.items[*].status.phase}')\" = 'Running Running' ]"
+  echo "\$ kubectl apply -f trainer.yaml   # a gang: pods trainer-0 and trainer-1, label resource.drastack.io/gang=trainer, gang-min-count 2"
+  echo "\$ kubectl get events -n demo-claims --field-selector reason=AllocationGateRemoved   # both gates lifted once the whole gang was placed"
+  "$KUBECTL" get events -n demo-claims --field-selector reason=AllocationGateRemoved -o custom-columns='POD:.involvedObject.name,NOTE:.message' | grep -E 'POD|trainer' || true
+  echo
+  echo "\$ kubectl get pod -n demo-claims -l resource.drastack.io/gang=trainer -o wide"
+  "$KUBECTL" get pod -n demo-claims -l resource.drastack.io/gang=trainer -o wide
+  echo
 fi
 if [ -n "$real_node" ]; then
   # A pod on the real node with a claim for one MIG-like slice of the

@@ -10,6 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"sigs.k8s.io/yaml"
@@ -79,6 +80,9 @@ central:
 		{name: "placementTimeout of minutes", claims: `placementTimeout: 5m`},
 		{name: "allocationTimeout too short", claims: `allocationTimeout: 10ms`, wantErr: "allocationTimeout must be between 100ms and 5m"},
 		{name: "allocationTimeout too long", claims: `allocationTimeout: 1h`, wantErr: "allocationTimeout must be between 100ms and 5m"},
+		{name: "gangTimeout too short", claims: `gangTimeout: 500ms`, wantErr: "gangTimeout must be at least 1s"},
+		{name: "gangTimeout of seconds", claims: `gangTimeout: 30s`},
+		{name: "placementPolicy FirstFit", claims: `placementPolicy: FirstFit`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,5 +143,38 @@ func TestDriverSpecValidation(t *testing.T) {
 				t.Errorf("error = %v, want %q", got, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestPlacementPolicyEnum checks the schema of spec.claims.placementPolicy:
+// Pack by default, Pack and FirstFit accepted, anything else refused with
+// the allowed values named.
+func TestPlacementPolicyEnum(t *testing.T) {
+	crd := loadDRAStackCRD(t)
+	var props *apiextensions.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == "v1alpha1" && v.Schema != nil {
+			props = v.Schema.OpenAPIV3Schema
+		}
+	}
+	if props == nil {
+		props = crd.Spec.Validation.OpenAPIV3Schema
+	}
+	policy := props.Properties["spec"].Properties["claims"].Properties["placementPolicy"]
+	if policy.Default == nil || *policy.Default != "Pack" {
+		t.Errorf("placementPolicy default = %v, want Pack", policy.Default)
+	}
+	validator, _, err := validation.NewSchemaValidator(&policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for value, ok := range map[string]bool{"Pack": true, "FirstFit": true, "BestFit": false, "pack": false} {
+		errs := validation.ValidateCustomResource(field.NewPath("spec", "claims", "placementPolicy"), value, validator)
+		if ok != (len(errs) == 0) {
+			t.Errorf("placementPolicy %q: errors %v, want valid=%v", value, errs, ok)
+		}
+		if !ok && (len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "FirstFit")) {
+			t.Errorf("placementPolicy %q: the error should name the allowed values: %v", value, errs)
+		}
 	}
 }

@@ -35,6 +35,8 @@ const (
 // +kubebuilder:printcolumn:name="Devices",type=integer,JSONPath=`.status.devices.total`
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.devices.allocated`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.devices.available`
+// +kubebuilder:printcolumn:name="Free-Sets",type=string,JSONPath=`.status.fragmentation.freeCapacity`,description="Free capacity of the shared counters, in counter sets (GPUs, hosts)"
+// +kubebuilder:printcolumn:name="Largest-Free",type=string,JSONPath=`.status.fragmentation.largestAvailable`,description="Partition type of the largest device the counters leave room for"
 // +kubebuilder:printcolumn:name="Health",type=string,JSONPath=`.status.health`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -80,6 +82,12 @@ type DevicePoolStatus struct {
 	// +listMapKey=type
 	// +optional
 	PartitionSummary []PartitionTypeStatus `json:"partitionSummary,omitempty"`
+	// fragmentation says whether the free capacity of the pool's shared
+	// counters is in one piece: the free capacity next to the largest
+	// partition available now. Set for allocatable pools with counter
+	// sets.
+	// +optional
+	Fragmentation *PoolFragmentation `json:"fragmentation,omitempty"`
 	// counterSets are the pool's shared counters with their consumption by
 	// allocated devices.
 	// +listType=map
@@ -194,6 +202,33 @@ type PartitionTypeStatus struct {
 	// allocatable devices of this type: available right now (see
 	// devices.available).
 	Allocatable int32 `json:"allocatable"`
+}
+
+// PoolFragmentation measures capacity in counter sets (a GPU, the chips of
+// a host): a device's size is, summed over the counter sets it draws on,
+// the share of the set it consumes, averaged over the set's counters (a
+// 7g.40gb MIG partition of an A100 is about 1, a 1g.5gb about 0.1, a
+// multi-host slice over four hosts 4). After many arrivals and departures
+// the free capacity can be large while the largest available partition
+// is small: small partitions scattered over every GPU.
+type PoolFragmentation struct {
+	// counterSets with capacity in the pool.
+	CounterSets int32 `json:"counterSets"`
+	// wholeCounterSetsFree: counter sets nothing consumes (whole GPUs or
+	// hosts).
+	WholeCounterSetsFree int32 `json:"wholeCounterSetsFree"`
+	// freeCapacity is the free capacity in counter sets: each set's free
+	// share (averaged over its counters), summed.
+	FreeCapacity resource.Quantity `json:"freeCapacity"`
+	// largestAvailable is the partition type (see partitionSummary) of the
+	// largest device the pool's counters leave room for right now (not
+	// allocated; taints aside, so that devices only the operator
+	// allocates count); empty when there is none.
+	// +optional
+	LargestAvailable string `json:"largestAvailable,omitempty"`
+	// largestAvailableSize is that device's size in counter sets.
+	// +optional
+	LargestAvailableSize *resource.Quantity `json:"largestAvailableSize,omitempty"`
 }
 
 // CounterSetStatus is one shared counter set.

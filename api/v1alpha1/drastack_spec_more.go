@@ -106,6 +106,7 @@ const (
 // is kube-scheduler's and the operator never touches it.
 // +kubebuilder:validation:XValidation:rule="!has(self.placementTimeout) || duration(self.placementTimeout) >= duration('5s')",message="placementTimeout must be at least 5s"
 // +kubebuilder:validation:XValidation:rule="!has(self.allocationTimeout) || (duration(self.allocationTimeout) >= duration('100ms') && duration(self.allocationTimeout) <= duration('5m'))",message="allocationTimeout must be between 100ms and 5m"
+// +kubebuilder:validation:XValidation:rule="!has(self.gangTimeout) || duration(self.gangTimeout) >= duration('1s')",message="gangTimeout must be at least 1s"
 type ClaimsSpec struct {
 	// engine is the allocation engine the operator uses.
 	// +kubebuilder:default=native
@@ -150,6 +151,25 @@ type ClaimsSpec struct {
 	// +kubebuilder:default="10s"
 	// +optional
 	AllocationTimeout *metav1.Duration `json:"allocationTimeout,omitempty"`
+	// placementPolicy chooses among the placements that fit a claim, a
+	// pod's claims or a gang: Pack (the default) keeps the most capacity
+	// usable for later claims (counter sets and nodes already partly used
+	// first, and on them the devices that break the smallest free
+	// partition: a MIG slice into the hole of a partly used GPU rather
+	// than onto a whole one); FirstFit takes the first node and devices
+	// that fit, as kube-scheduler does. Both allocate exactly the claims
+	// that fit; they differ only in which devices they take.
+	// +kubebuilder:default=Pack
+	// +optional
+	PlacementPolicy PlacementPolicy `json:"placementPolicy,omitempty"`
+	// gangTimeout is how long a gang (pods that name one PodGroup with a
+	// gang policy, or share the resource.drastack.io/gang label) may have
+	// fewer pods than its minimum count before the operator reports it
+	// with a GangIncomplete Event on each waiting pod. The gang keeps
+	// waiting: it is never placed in part. At least 1s.
+	// +kubebuilder:default="5m"
+	// +optional
+	GangTimeout *metav1.Duration `json:"gangTimeout,omitempty"`
 }
 
 // CentralDevices selects devices of one driver that only the operator

@@ -1,8 +1,7 @@
 package v1alpha1
 
 // PlacementPolicy says which placement the operator's allocation engine
-// picks when several fit (proposed field: spec.claims.placementPolicy,
-// default Pack).
+// picks when several fit (spec.claims.placementPolicy, default Pack).
 // +kubebuilder:validation:Enum=Pack;FirstFit
 type PlacementPolicy string
 

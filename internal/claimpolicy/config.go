@@ -7,6 +7,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/allocator"
 )
 
 // Names the controller puts on objects.
@@ -53,12 +54,18 @@ type Config struct {
 	PlacementTimeout time.Duration
 	// AllocationTimeout is the deadline of one engine call.
 	AllocationTimeout time.Duration
+	// PlacementPolicy is the engine's choice among placements that fit
+	// (allocator.Options.Policy of every engine call); default Pack.
+	PlacementPolicy allocator.PlacementPolicy
+	// GangTimeout is how long a gang may lack pods before it is reported.
+	GangTimeout time.Duration
 }
 
 // Defaults of the durations (the CRD defaults them too).
 const (
 	DefaultPlacementTimeout  = 60 * time.Second
 	DefaultAllocationTimeout = 10 * time.Second
+	DefaultGangTimeout       = 5 * time.Minute
 )
 
 // ConfigFrom reads the claim configuration of a DRAStack (nil: none). Only
@@ -90,6 +97,14 @@ func ConfigFrom(st *v1alpha1.DRAStack) Config {
 	if d := st.Spec.Claims.AllocationTimeout; d != nil && d.Duration > 0 {
 		c.AllocationTimeout = d.Duration
 	}
+	c.PlacementPolicy = allocator.PlacementPolicy(st.Spec.Claims.PlacementPolicy)
+	if c.PlacementPolicy == "" {
+		c.PlacementPolicy = allocator.PlacementPack
+	}
+	c.GangTimeout = DefaultGangTimeout
+	if d := st.Spec.Claims.GangTimeout; d != nil && d.Duration > 0 {
+		c.GangTimeout = d.Duration
+	}
 	return c
 }
 
@@ -105,6 +120,7 @@ func (c Config) Equal(o Config) bool {
 		slices.Equal(c.ImmediateClasses, o.ImmediateClasses) &&
 		slices.Equal(c.CentralClasses, o.CentralClasses) &&
 		c.PlacementTimeout == o.PlacementTimeout && c.AllocationTimeout == o.AllocationTimeout &&
+		c.PlacementPolicy == o.PlacementPolicy && c.GangTimeout == o.GangTimeout &&
 		slices.EqualFunc(c.Central, o.Central, func(a, b v1alpha1.CentralDevices) bool { return equalEntry(&a, &b) })
 }
 

@@ -23,17 +23,21 @@ func TestConfigFrom(t *testing.T) {
 		{"no DRAStack: inactive, nothing gated", nil, Config{}},
 		{"a DRAStack with another name does not count", stack("other", v1alpha1.ClaimsSpec{}), Config{}},
 		{"empty spec: native engine, pods gated", stack("default", v1alpha1.ClaimsSpec{}),
-			Config{Active: true, Engine: "native", GatePods: true, PlacementTimeout: DefaultPlacementTimeout, AllocationTimeout: DefaultAllocationTimeout}},
+			Config{Active: true, Engine: "native", GatePods: true, PlacementTimeout: DefaultPlacementTimeout, AllocationTimeout: DefaultAllocationTimeout, PlacementPolicy: allocator.PlacementPack, GangTimeout: DefaultGangTimeout}},
 		{"gatePods false is kept", stack("default", v1alpha1.ClaimsSpec{GatePods: ptr.To(false), Engine: v1alpha1.EngineUpstream}),
-			Config{Active: true, Engine: "upstream", PlacementTimeout: DefaultPlacementTimeout, AllocationTimeout: DefaultAllocationTimeout}},
+			Config{Active: true, Engine: "upstream", PlacementTimeout: DefaultPlacementTimeout, AllocationTimeout: DefaultAllocationTimeout, PlacementPolicy: allocator.PlacementPack, GangTimeout: DefaultGangTimeout}},
 		{"immediate classes are sorted and unique", stack("default", v1alpha1.ClaimsSpec{ImmediateClasses: []string{"tpu", "gpu", "tpu"}}),
-			Config{Active: true, Engine: "native", GatePods: true, ImmediateClasses: []string{"gpu", "tpu"}, PlacementTimeout: DefaultPlacementTimeout, AllocationTimeout: DefaultAllocationTimeout}},
+			Config{Active: true, Engine: "native", GatePods: true, ImmediateClasses: []string{"gpu", "tpu"}, PlacementTimeout: DefaultPlacementTimeout, AllocationTimeout: DefaultAllocationTimeout, PlacementPolicy: allocator.PlacementPack, GangTimeout: DefaultGangTimeout}},
 		{"central classes of every entry, sorted and unique; timeouts as written", stack("default", v1alpha1.ClaimsSpec{
 			Central:          []v1alpha1.CentralDevices{{Driver: "gpu.example.com", Classes: []string{"gpu", "big-gpu"}}, {Driver: "tpu.example.com", Classes: []string{"gpu", "tpu"}}},
 			PlacementTimeout: &metav1.Duration{Duration: 30e9}, AllocationTimeout: &metav1.Duration{Duration: 2e9},
 		}), Config{Active: true, Engine: "native", GatePods: true, CentralClasses: []string{"big-gpu", "gpu", "tpu"},
 			Central:          []v1alpha1.CentralDevices{{Driver: "gpu.example.com", Classes: []string{"gpu", "big-gpu"}}, {Driver: "tpu.example.com", Classes: []string{"gpu", "tpu"}}},
-			PlacementTimeout: 30e9, AllocationTimeout: 2e9}},
+			PlacementTimeout: 30e9, AllocationTimeout: 2e9, PlacementPolicy: allocator.PlacementPack, GangTimeout: DefaultGangTimeout}},
+		{"placement policy and gang timeout as written", stack("default", v1alpha1.ClaimsSpec{
+			PlacementPolicy: v1alpha1.PlacementFirstFit, GangTimeout: &metav1.Duration{Duration: 7e9},
+		}), Config{Active: true, Engine: "native", GatePods: true, PlacementTimeout: DefaultPlacementTimeout, AllocationTimeout: DefaultAllocationTimeout,
+			PlacementPolicy: allocator.PlacementFirstFit, GangTimeout: 7e9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ConfigFrom(tc.stack); !got.Equal(tc.want) {

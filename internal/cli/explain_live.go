@@ -206,6 +206,10 @@ func (a *App) explainLive(ctx context.Context, t liveTarget, kubeconfig, kubeCon
 			}
 			opts.NodeFilter = podNodeFilter(&pod, pods.Items, st.nodes, targets)
 			opts.NodesTotal = len(st.nodes)
+			// A member of a gang is placed with the gang: explain that too.
+			if out.Gang, err = a.liveGang(ctx, c, &pod, st, features, timeout); err != nil {
+				return nil, err
+			}
 		}
 	} else {
 		for _, cl := range st.claims {

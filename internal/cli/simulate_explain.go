@@ -32,6 +32,9 @@ type ExplainOutput struct {
 	// order; each claim is explained in the state left by the claims
 	// before it (allocated where they fit).
 	Explanations []*explain.Report `json:"explanations"`
+	// Gang is the gang of an explained pod (live), explained as the
+	// operator places it: all members together or none.
+	Gang *GangOutput `json:"gang,omitempty"`
 }
 
 // simulateExplain runs simulate --explain: every unallocated claim is
@@ -116,6 +119,9 @@ func runExplain(ctx context.Context, engine allocator.Engine, in *inputSet, time
 // writeExplainTable prints, per claim, the verdict and then one table per
 // node group: a row per step of every request's funnel.
 func writeExplainTable(w io.Writer, out *ExplainOutput) error {
+	if out.Gang != nil {
+		writeGangTable(w, out.Gang)
+	}
 	for i, r := range out.Explanations {
 		if i > 0 {
 			fmt.Fprintln(w)

@@ -42,3 +42,48 @@ func FuzzFits(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPinToNode: whatever a pod's node affinity and selector say (API data
+// of any user), pinning it never panics, and a pod pinned to a node still
+// fits that node's labels and fields exactly when it did before, and fits
+// no other node.
+func FuzzPinToNode(f *testing.F) {
+	f.Add("zone", "In", "a", "host-a", true)
+	f.Add("metadata.name", "NotIn", "n", "", false)
+	f.Add("k", "Exists", "", "x", true)
+	f.Fuzz(func(t *testing.T, key, op, value, host string, labelled bool) {
+		p := pod("p", "", "")
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+				{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOperator(op), Values: []string{value}}}},
+			}},
+		}}
+		n := node("n")
+		n.Labels[key] = value
+		if labelled {
+			n.Labels[HostnameLabel] = host
+		} else {
+			delete(n.Labels, HostnameLabel)
+		}
+		before, _ := Fits(p, n, nil)
+		pinned, _, err := PinToNode(p, n)
+		if err != nil {
+			return
+		}
+		after, why := Fits(pinned, n, nil)
+		if before != after {
+			t.Fatalf("pinning changed whether the pod fits its node: %v -> %v (%s)", before, after, why)
+		}
+		other := node("other-node")
+		other.Labels[key] = value
+		if labelled {
+			other.Labels[HostnameLabel] = host + "-other"
+		} else {
+			delete(other.Labels, HostnameLabel)
+		}
+		if ok, _ := Fits(pinned, other, nil); ok {
+			t.Fatal("the pinned pod fits another node")
+		}
+		_ = NeedsPin(n.Name, []*corev1.Node{n, other}, []*corev1.NodeSelector{pinned.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution})
+	})
+}

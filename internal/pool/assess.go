@@ -140,6 +140,8 @@ func (a *allocView) count(r *Report, rules []*resourceapi.DeviceTaintRule) {
 	}
 	usable := p.Allocatable()
 	av := &r.Availability
+	// free partitionable devices, for the fragmentation report.
+	var partitionable []int
 	for i := range p.Devices {
 		d := &p.Devices[i]
 		tainted := hasBlockingTaint(d.Device) || (len(rules) > 0 && ruleTaints(rules, d.Device.Name))
@@ -176,11 +178,21 @@ func (a *allocView) count(r *Report, rules []*resourceapi.DeviceTaintRule) {
 			if available {
 				pr.Allocatable++
 			}
+			// Fragmentation is about counters: a device the counters
+			// leave room for counts, tainted or not (central devices are
+			// tainted for kube-scheduler).
+			if usable && !a.u.InUse(i) && a.u.Fits(i) {
+				partitionable = append(partitionable, i)
+			}
 		}
 	}
 	r.Devices.Free = av.Available
 	slices.SortFunc(partitions, comparePartitions)
 	r.Partitions = partitions
+	if usable {
+		// An incomplete or invalid pool gives nothing: no capacity to speak of.
+		r.Fragmentation = a.fragmentation(partitionable)
+	}
 }
 
 // hasBlockingTaint reports a taint that keeps requests without a matching

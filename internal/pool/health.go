@@ -31,6 +31,10 @@ type Report struct {
 	// Partitions summarises partitionable devices per partition type,
 	// sorted by attribute and type (see partitionOf).
 	Partitions []PartitionReport
+	// Fragmentation of the pool's counter capacity; nil for a pool
+	// without counter sets or one that is not allocatable (incomplete,
+	// invalid).
+	Fragmentation *Fragmentation
 }
 
 // DeviceCounts summarises a pool's devices.

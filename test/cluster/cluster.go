@@ -193,8 +193,12 @@ func (c *Cluster) startAPIServer() error {
 	api.Out = apiLog
 	api.Err = apiLog
 	api.Configure().Set("authorization-mode", "RBAC")
+	runtimeConfig := c.opts.ExtraRuntimeConfig
 	if !c.opts.DefaultGates {
-		api.Configure().Set("runtime-config", RuntimeConfig(c.opts.version()))
+		runtimeConfig = append([]string{RuntimeConfig(c.opts.version())}, runtimeConfig...)
+	}
+	if len(runtimeConfig) > 0 {
+		api.Configure().Set("runtime-config", strings.Join(runtimeConfig, ","))
 	}
 	if c.gateFlag != "" {
 		api.Configure().Set("feature-gates", c.gateFlag)

@@ -108,6 +108,11 @@ type Options struct {
 	// for example "SomeGate=false".
 	ExtraFeatureGates []string
 
+	// ExtraRuntimeConfig is appended to the API server's --runtime-config,
+	// for example "scheduling.k8s.io/v1beta1=true" (the Workload API, with
+	// the GenericWorkload gate in ExtraFeatureGates).
+	ExtraRuntimeConfig []string
+
 	// StartTimeout bounds each wait during Start (API server healthy,
 	// scheduler and controller manager healthy, nodes Ready). Default: two
 	// minutes, because a 2-core machine busy compiling is slow.

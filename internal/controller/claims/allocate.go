@@ -118,7 +118,7 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 	err := r.ledger.Decide(ctx, claim.Namespace, engine, func(d *ledger.Decision) error {
 		actx, cancel := context.WithTimeout(ctx, cfg.AllocationTimeout)
 		defer cancel()
-		results, err := d.Session().Allocate(actx, []*resourceapi.ResourceClaim{scoped}, allocator.Options{MaxSteps: r.MaxSteps})
+		results, err := d.Session().Allocate(actx, []*resourceapi.ResourceClaim{scoped}, allocator.Options{MaxSteps: r.MaxSteps, Policy: cfg.PlacementPolicy})
 		outcome, failure = classify(actx, err, cfg)
 		if outcome != claimpolicy.OutcomeAllocated {
 			return nil

@@ -106,6 +106,10 @@ func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		return ctrl.Result{}, nil
 	}
+	if gang, res, err := p.gangReconcile(ctx, cfg, &pod); gang {
+		// A member of a gang: its claims are placed with the gang's.
+		return res, err
+	}
 	pc, err := p.claimsOf(ctx, cfg, &pod)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -150,14 +154,20 @@ func (p *placementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 func (r *Reconciler) forgetPod(key types.NamespacedName) {
 	r.pods.forget(key)
 	r.backoff.Forget(key)
+	r.gangs.forget(key)
 }
 
 // claimsOf reads the pod's claims from the cache, each at the newest state
 // the ledger knows, and sorts them.
 func (p *placementReconciler) claimsOf(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod) (podClaims, error) {
+	return p.claimsOfUnit(ctx, cfg, pod, unitOf(pod))
+}
+
+// claimsOfUnit is claimsOf for a pod whose placement belongs to unit (the
+// pod's own, or its gang's): reservations of that unit are pending.
+func (p *placementReconciler) claimsOfUnit(ctx context.Context, cfg claimpolicy.Config, pod *corev1.Pod, unit string) (podClaims, error) {
 	r := p.r
 	var pc podClaims
-	unit := unitOf(pod)
 	for _, ref := range claimpolicy.PodClaims(pod) {
 		switch {
 		case ref.NotNeeded:
@@ -283,7 +293,7 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 		defer cancel()
 		var chosen []allocator.Result
 		for _, n := range candidates {
-			results, err := d.Session().Allocate(actx, claims, allocator.Options{Node: n.Name, MaxSteps: r.MaxSteps})
+			results, err := d.Session().Allocate(actx, claims, allocator.Options{Node: n.Name, MaxSteps: r.MaxSteps, Policy: cfg.PlacementPolicy})
 			o, err := classify(actx, err, cfg)
 			if o == claimpolicy.OutcomeAllocated {
 				chosen, node, outcome = results[:len(pc.toPlace)], n.Name, o

@@ -104,6 +104,8 @@ type Reconciler struct {
 	// released wakes the taint loop when the ledger took in a released
 	// allocation (noteReleased).
 	released chan event.GenericEvent
+	// gangs is what the placement loop keeps about gangs (gang.go).
+	gangs *gangState
 }
 
 // protocolSwitches turn parts of docs/allocation-protocol.md off. Only the
@@ -163,6 +165,7 @@ func (r *Reconciler) init() {
 	r.claims = newBook()
 	r.pods = newBook()
 	r.nodes = newNodeMemory()
+	r.gangs = newGangState()
 	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)
 	r.cfg.set(nil)
 }

@@ -77,6 +77,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		logger.Info("resource.k8s.io/v1 DeviceTaintRule is not served (feature gate DRADeviceTaintRules); only devices in slices the operator publishes can be central")
 	}
 	r.source.taintRules = r.taintRules
+	if err := r.detectGangs(mapper, logger); err != nil {
+		return err
+	}
 	if err := r.setupPodCache(mgr); err != nil {
 		return err
 	}
@@ -105,6 +108,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.pods, r.allPods))).
 		WatchesRawSource(source.Channel(podsReady, everything(r.allPods)))
 	placed = r.watchDevices(placed, mcache, r.pods)
+	placed = r.watchGangs(placed, mcache)
 	if err := placed.Complete(pl); err != nil {
 		return fmt.Errorf("build the %s controller: %w", PlacementControllerName, err)
 	}
@@ -192,7 +196,8 @@ func slimPod(obj any) (any, error) {
 	for i := range p.ManagedFields {
 		p.ManagedFields[i].FieldsV1 = nil
 	}
-	p.Annotations = nil
+	// Only a gang's declaration stays of the annotations (gang.go).
+	p.Annotations = gangAnnotations(p.Annotations)
 	p.Spec.Volumes = nil
 	slim := func(cs []corev1.Container) {
 		for i := range cs {

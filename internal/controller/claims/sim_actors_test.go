@@ -383,6 +383,7 @@ func (w *simWorld) workload() {
 			_ = st.create(c)
 			pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: fmt.Sprintf("c%d", i), ResourceClaimName: ptr.To(c.Name)})
 		}
+		w.gangPod(pod, operator)
 		gated := operator && !(w.opts.webhookDown && w.rng.IntN(3) == 0)
 		if gated {
 			pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: claimpolicy.SchedulingGate}}
@@ -751,7 +752,7 @@ func (w *simWorld) checkSettled() *violation {
 	cfg := leader.r.cfg.get()
 	for _, o := range w.store.list(kPod) {
 		p := o.(*corev1.Pod)
-		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || inGang(p) {
 			continue
 		}
 		var placed, open []*resourceapi.ResourceClaim
@@ -780,7 +781,7 @@ func (w *simWorld) checkSettled() *violation {
 			return &violation{step: w.step, what: fmt.Sprintf("pod %s waits (gated %v) although its claims %s can be placed", p.Name, claimpolicy.HasGate(p), claimNames(open))}
 		}
 	}
-	return nil
+	return w.checkGangs(leader)
 }
 
 // placeable asks the engine, on the settled state as the operator sees it,

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -295,6 +296,8 @@ func (s *simStore) patch(obj client.Object, p client.Patch, sub string) error {
 	switch p.Type() {
 	case types.MergePatchType:
 		patched, err = jsonpatch.MergePatch(raw, data)
+	case types.StrategicMergePatchType:
+		patched, err = strategicpatch.StrategicMergePatch(raw, data, newOf(kind))
 	case types.JSONPatchType:
 		var ops jsonpatch.Patch
 		if ops, err = jsonpatch.DecodePatch(data); err == nil {

@@ -65,6 +65,8 @@ type simOptions struct {
 	// leaveAfterWrite steers the partition edits: a pool the operator
 	// just wrote an allocation of leaves the partition a few steps later.
 	leaveAfterWrite bool
+	// gangs puts some operator pods into gangs (sim_gang_test.go).
+	gangs bool
 }
 
 // simWorld is one run.

@@ -25,6 +25,8 @@ type cacheSource struct {
 	// taintRules: the cluster serves resource.k8s.io/v1 DeviceTaintRule,
 	// so the cache holds the rules.
 	taintRules bool
+	// floor is the current term's start (term_floor.go).
+	floor termFloor
 }
 
 var _ ledger.Source = (*cacheSource)(nil)
@@ -32,6 +34,9 @@ var _ ledger.Source = (*cacheSource)(nil)
 // Read implements ledger.Source.
 func (s *cacheSource) Read(ctx context.Context) (ledger.View, error) {
 	var view ledger.View
+	if err := s.caughtUp(ctx); err != nil {
+		return view, err
+	}
 	config := s.cfg.cur.Load()
 	var slices resourceapi.ResourceSliceList
 	if err := s.reader.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {

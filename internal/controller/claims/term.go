@@ -98,6 +98,8 @@ func (r *Reconciler) beginTerm(ctx context.Context) error {
 		if err := r.sweep(ctx, acquired, append(previous, scope...)); err != nil {
 			return err
 		}
+		// Decisions wait until the caches show what the sweep wrote.
+		r.source.floor.set(acquired)
 	}
 	r.ledger.SetReady(true)
 	r.warm(ctx)
@@ -150,6 +152,13 @@ func (r *Reconciler) sweep(ctx context.Context, acquired ledger.Version, scope [
 				todo = append(todo, rule)
 			}
 		}
+	}
+	st, err := r.stackToFence(ctx, acquired)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		todo = append(todo, st)
 	}
 	term := r.fence.Term()
 	var (

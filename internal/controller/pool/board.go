@@ -27,6 +27,8 @@ type entry struct {
 	// problems counted by reason and severity, including those beyond
 	// maxProblems.
 	problems []problemCount
+	// fragmentation of the pool's counters (nil without counter sets).
+	fragmentation *v1alpha1.PoolFragmentation
 }
 
 type counterSample struct {
@@ -42,7 +44,8 @@ type problemCount struct {
 // newEntry summarises a status (and the full problem list of its report,
 // which the status may have capped).
 func newEntry(id poolpkg.ID, st *v1alpha1.DevicePoolStatus, problems []poolpkg.Problem, warned bool, version string) *entry {
-	e := &entry{id: id, health: st.Health, reason: st.Reason, alarm: alarming(st), warned: warned, version: version, devices: st.Devices}
+	e := &entry{id: id, health: st.Health, reason: st.Reason, alarm: alarming(st), warned: warned, version: version, devices: st.Devices,
+		fragmentation: st.Fragmentation}
 	for _, cs := range st.CounterSets {
 		for _, c := range cs.Counters {
 			capacity := c.Capacity.AsApproximateFloat64()

@@ -12,7 +12,8 @@ import (
 )
 
 // exposed is every metric this package serves.
-var exposed = []string{metricPools, metricPoolHealth, metricPoolDevices, metricCounterUtilisation, metricPoolProblems, metricValidationDuration}
+var exposed = []string{metricPools, metricPoolHealth, metricPoolDevices, metricCounterUtilisation, metricPoolProblems, metricValidationDuration,
+	metricFreeCapacity, metricLargestAvailable}
 
 var metricName = regexp.MustCompile(`drastack_[a-z_]+`)
 

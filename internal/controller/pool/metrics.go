@@ -75,7 +75,7 @@ func useBoard(b *board) {
 }
 
 func (c *boardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPools, descPoolHealth, descPoolDevices, descCounterUtilisation, descPoolProblems} {
+	for _, d := range []*prometheus.Desc{descPools, descPoolHealth, descPoolDevices, descCounterUtilisation, descPoolProblems, descFreeCapacity, descLargestAvailable} {
 		ch <- d
 	}
 }
@@ -114,6 +114,7 @@ func (c *boardCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, s := range e.counters {
 			ch <- prometheus.MustNewConstMetric(descCounterUtilisation, prometheus.GaugeValue, s.ratio, d, p, s.set, s.counter)
 		}
+		collectFragmentation(ch, d, p, e.fragmentation)
 		for _, pc := range e.problems {
 			ch <- prometheus.MustNewConstMetric(descPoolProblems, prometheus.GaugeValue, float64(pc.n), d, p, pc.reason, pc.severity)
 		}

@@ -173,6 +173,7 @@ func buildStatus(in statusInput) v1alpha1.DevicePoolStatus {
 		Reason: primaryReason(r),
 	}
 	st.PartitionSummary = partitionSummary(r.Partitions, in.prev)
+	st.Fragmentation = fragmentation(r.Fragmentation, in.prev)
 	st.CounterSets = counterSets(r.CounterSets, in.prev)
 
 	st.HealthTransitionTime = &now
@@ -343,6 +344,7 @@ func statusEqual(a, b *v1alpha1.DevicePoolStatus) bool {
 		a.MoreProblems != b.MoreProblems ||
 		!timeEqual(a.HealthTransitionTime, b.HealthTransitionTime) || !timeEqual(a.IncompleteSince, b.IncompleteSince) ||
 		!slices.Equal(a.Problems, b.Problems) || !slices.Equal(a.PartitionSummary, b.PartitionSummary) ||
+		!fragmentationEqual(a.Fragmentation, b.Fragmentation) ||
 		len(a.CounterSets) != len(b.CounterSets) || len(a.Conditions) != len(b.Conditions) {
 		return false
 	}

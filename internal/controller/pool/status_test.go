@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	poolpkg "github.com/drastack/drastack/internal/pool"
@@ -422,8 +423,10 @@ func TestStatusEqualSeesEveryField(t *testing.T) {
 		Devices: v1alpha1.DeviceCounts{Total: 1, Allocated: 1, Tainted: 1, Free: 1, Available: 1, Shared: 1,
 			Unavailable: v1alpha1.UnavailableDevices{PoolUnusable: 1, Allocated: 1, Tainted: 1, BlockedByCounters: 1}},
 		PartitionSummary: []v1alpha1.PartitionTypeStatus{{Attribute: "a", Type: "t", Total: 1, Allocatable: 1}},
-		CounterSets:      []v1alpha1.CounterSetStatus{{Name: "s", Counters: []v1alpha1.CounterStatus{counter("c", "1", "1")}}},
-		Health:           v1alpha1.PoolHealthy, Reason: "r",
+		Fragmentation: &v1alpha1.PoolFragmentation{CounterSets: 1, WholeCounterSetsFree: 1, FreeCapacity: resource.MustParse("1"),
+			LargestAvailable: "t", LargestAvailableSize: ptr.To(resource.MustParse("1"))},
+		CounterSets: []v1alpha1.CounterSetStatus{{Name: "s", Counters: []v1alpha1.CounterStatus{counter("c", "1", "1")}}},
+		Health:      v1alpha1.PoolHealthy, Reason: "r",
 		HealthTransitionTime: &now, IncompleteSince: &now,
 		Problems:     []v1alpha1.PoolProblem{{Reason: "r", Severity: "Error", Slice: "s", Device: "d", Message: "m"}},
 		MoreProblems: 1,
