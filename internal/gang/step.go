@@ -21,6 +21,10 @@ type Member struct {
 	// Placed those that are, and Pending those the gang's placement unit
 	// reserved and is still writing.
 	ToPlace, Placed, Pending int
+	// Movable counts the Placed claims the gang's unit may take back:
+	// not immediate claims (the claim loop's, allocated before any pod),
+	// not allocations another manager wrote.
+	Movable int
 	// Waiting says what the pod's claims wait for before any decision
 	// (a claim not created yet, being deleted, written by another unit);
 	// empty when nothing.
@@ -97,6 +101,22 @@ func Next(spec Spec, members []Member, self string, firstSeen, now time.Time, ti
 		return Step{Action: ActionNone}
 	}
 	if !spec.Ready(len(members)) {
+		// A gang short of pods holds no devices: a member may have left
+		// after the gang was placed, or between the writes of its unit.
+		var holding []string
+		for _, m := range members {
+			switch {
+			case !m.InUnit():
+			case m.Pending > 0:
+				return Step{Action: ActionFinish}
+			case m.Movable > 0:
+				holding = append(holding, m.Name)
+			}
+		}
+		if len(holding) > 0 {
+			return Step{Action: ActionUndo, Why: fmt.Sprintf("gang %s has %d of its %d pods and %s hold devices: they are placed again with the gang",
+				spec.Key(), len(members), spec.MinCount, names(holding))}
+		}
 		s := Step{Action: ActionWaitCount, Why: fmt.Sprintf("gang %s has %d of its %d pods", spec.Key(), len(members), spec.MinCount)}
 		waited := now.Sub(firstSeen)
 		if waited >= timeout {
@@ -119,7 +139,7 @@ func Next(spec Spec, members []Member, self string, firstSeen, now time.Time, ti
 		if m.ToPlace > 0 {
 			toPlace = append(toPlace, m.Name)
 		}
-		if m.Placed > 0 {
+		if m.Movable > 0 {
 			placed = append(placed, m.Name)
 		}
 	}

@@ -36,7 +36,12 @@ func TestNext(t *testing.T) {
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	timeout := time.Minute
 	gated := func(name string, toPlace, placed, pending int) Member {
-		return Member{Name: name, Gated: true, ToPlace: toPlace, Placed: placed, Pending: pending}
+		return Member{Name: name, Gated: true, ToPlace: toPlace, Placed: placed, Movable: placed, Pending: pending}
+	}
+	// immediate is a gated member whose only claim is an immediate one,
+	// allocated before the pod: placed, but not the unit's to take back.
+	immediate := func(name string) Member {
+		return Member{Name: name, Gated: true, Placed: 1}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -67,6 +72,31 @@ func TestNext(t *testing.T) {
 			members: []Member{gated("a", 1, 0, 0), gated("b", 1, 0, 0)},
 			self:    "b", now: start.Add(90 * time.Second), want: Step{Action: ActionWaitCount, Report: true},
 			why: "has 2 of its 3 pods after 1m30s",
+		},
+		{
+			name:    "a member left after the gang was placed: the rest hold devices, take them back",
+			members: []Member{gated("a", 0, 1, 0), gated("b", 0, 2, 0)},
+			self:    "a", now: start, want: Step{Action: ActionUndo}, why: "has 2 of its 3 pods and a, b hold devices",
+		},
+		{
+			name:    "short of pods with a write under way: finish it first",
+			members: []Member{gated("a", 0, 0, 1), gated("b", 0, 1, 0)},
+			self:    "b", now: start, want: Step{Action: ActionFinish},
+		},
+		{
+			name:    "short of pods, only an immediate claim allocated: wait",
+			members: []Member{immediate("a"), gated("b", 1, 0, 0)},
+			self:    "a", now: start.Add(20 * time.Second), want: Step{Action: ActionWaitCount, After: 40 * time.Second},
+		},
+		{
+			name:    "an immediate claim is not taken back: the others are placed around it",
+			members: []Member{immediate("a"), gated("b", 1, 0, 0), gated("c", 1, 0, 0)},
+			self:    "b", now: start, want: Step{Action: ActionPlace},
+		},
+		{
+			name:    "immediate claims only, all allocated: lift",
+			members: []Member{immediate("a"), gated("b", 0, 1, 0), immediate("c")},
+			self:    "c", now: start, want: Step{Action: ActionLift},
 		},
 		{
 			name:    "a running member counts toward the minimum",

@@ -141,15 +141,29 @@ func (p *placementReconciler) gangReconcile(ctx context.Context, cfg claimpolicy
 		res, err := p.finishGang(ctx, cfg, decl, members)
 		return true, res, err
 	case gang.ActionUndo:
+		undone := false
 		for _, m := range unitMembers(members) {
 			if len(m.pc.placed) == 0 {
 				continue
 			}
-			if _, err := p.undo(ctx, m.pod, m.pc.placed, step.Why); err != nil {
+			done, err := p.undo(ctx, m.pod, m.pc.placed, step.Why)
+			if err != nil {
 				return true, ctrl.Result{}, err
 			}
+			undone = undone || done
 		}
-		return true, ctrl.Result{RequeueAfter: retryNowDelay}, nil
+		if undone {
+			return true, ctrl.Result{RequeueAfter: retryNowDelay}, nil
+		}
+		if !decl.spec.Ready(len(members)) {
+			// Nothing could be taken back (claims other pods share): the
+			// gang waits for its pods.
+			return true, ctrl.Result{}, nil
+		}
+		// Nothing could be taken back (immediate claims, claims other
+		// pods share, allocations not the operator's): as for a single
+		// pod, the rest of the gang is placed around them.
+		logger.V(1).Info("Gang placed in part keeps what cannot be taken back", "why", step.Why)
 	case gang.ActionLift:
 		res, err := p.liftGang(ctx, cfg, decl, members, step.Why)
 		return true, res, err
@@ -168,6 +182,11 @@ func (p *placementReconciler) gangMemberOf(ctx context.Context, cfg claimpolicy.
 		Name: pod.Name, Bound: pod.Spec.NodeName != "", Gated: claimpolicy.HasGate(pod),
 		ToPlace: len(pc.toPlace), Placed: len(pc.placed), Pending: len(pc.pending),
 	}}
+	for _, c := range pc.placed {
+		if !claimpolicy.IsImmediate(cfg, c) && claimpolicy.Movable(c, FieldManager) {
+			m.m.Movable++
+		}
+	}
 	if len(pc.waiting) > 0 {
 		m.m.Waiting = pc.waiting[0]
 	}

@@ -95,9 +95,13 @@ func (w *simWorld) checkGangs(leader *simOperator) *violation {
 			if claimpolicy.SelectClaim(cfg, c) == claimpolicy.WhyNone || c.DeletionTimestamp != nil {
 				continue
 			}
-			if c.Status.Allocation != nil {
+			switch {
+			case c.Status.Allocation != nil && claimpolicy.IsImmediate(cfg, c):
+				// The claim loop's, allocated before any pod: not the
+				// gang's to place or take back.
+			case c.Status.Allocation != nil:
 				m.placed = append(m.placed, c)
-			} else {
+			default:
 				m.open = append(m.open, c)
 			}
 		}
