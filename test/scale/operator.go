@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -28,6 +29,7 @@ const (
 	operatorHeapEnv    = "DRASTACK_SCALE_OPERATOR_HEAP_PROFILE"
 	operatorCPUEnv     = "DRASTACK_SCALE_OPERATOR_CPU_PROFILE"
 	operatorWebhookEnv = "DRASTACK_SCALE_OPERATOR_WEBHOOK_PORT"
+	operatorMemoryEnv  = "DRASTACK_SCALE_OPERATOR_MEMORY"
 )
 
 // countsInterval is how often the child process writes its request counts,
@@ -77,12 +79,20 @@ func OperatorProcessMain() (bool, error) {
 		}()
 	}
 	signalled := ctrl.SetupSignalHandler()
+	measure := make(chan os.Signal, 1)
+	signal.Notify(measure, measureSignal)
+	memoryPath, seq := os.Getenv(operatorMemoryEnv), 0
 	mgrCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
 	for stopped := false; !stopped; {
 		select {
+		case <-measure:
+			seq++
+			if err := writeMemory(memoryPath, measureMemory(seq)); err != nil {
+				ctrl.Log.Error(err, "Memory not written")
+			}
 		case <-signalled.Done():
 			if path := os.Getenv(operatorHeapEnv); path != "" {
 				// Before the manager lets go of its caches.
@@ -130,6 +140,7 @@ type runningOperator struct {
 	// child process
 	cmd        *exec.Cmd
 	countsPath string
+	memoryPath string
 	exited     chan error
 }
 
@@ -169,10 +180,11 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 		return nil, fmt.Errorf("create the operator log: %w", err)
 	}
 	defer log.Close()
-	r := &runningOperator{countsPath: filepath.Join(c.Dir, "operator-requests.json"), exited: make(chan error, 1)}
+	r := &runningOperator{countsPath: filepath.Join(c.Dir, "operator-requests.json"), memoryPath: filepath.Join(c.Dir, "operator-memory.json"),
+		exited: make(chan error, 1)}
 	r.cmd = exec.Command(exe)
 	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS,
-		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile, operatorWebhookEnv+"="+strconv.Itoa(port))
+		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile, operatorWebhookEnv+"="+strconv.Itoa(port), operatorMemoryEnv+"="+r.memoryPath)
 	r.cmd.Stdout, r.cmd.Stderr = log, log
 	if err := r.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the operator process %s: %w", exe, err)
@@ -260,4 +272,12 @@ func procCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return time.Duration(ut+st) * time.Second / userHZ, nil
+}
+
+// pid is the operator child process's, 0 for an operator in this process.
+func (r *runningOperator) pid() int {
+	if r.cmd == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
 }
