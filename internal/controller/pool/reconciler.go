@@ -32,6 +32,17 @@ const FieldManager = "drastack-pool"
 // the worker count, bounds the load on the API server.
 const DefaultWorkers = 16
 
+// Defaults of Reconciler.SliceBatch and ClaimBatch. A driver writes a
+// pool's slices back to back, so a short wait turns the writes of its
+// incomplete states into one; allocations arrive in bursts (a thousand
+// claims a second, two on each GPU pool), and one write a pool per half
+// second keeps the DevicePools a second behind at most while a burst
+// costs one write per pool instead of one per allocation (make
+// bench-scale).
+const (
+	DefaultSliceBatch = 200 * time.Millisecond
+	DefaultClaimBatch = 500 * time.Millisecond
+)
 // Reconciler keeps one DevicePool per resource pool (driver, pool name)
 // up to date. It is driven by pool IDs, not by objects: informer events
 // update the in-memory model and enqueue the pools they touched (see
@@ -48,6 +59,12 @@ type Reconciler struct {
 	// StackStatusInterval is the least time between two writes of the
 	// DRAStack's pool status; default DefaultStackStatusInterval.
 	StackStatusInterval time.Duration
+	// SliceBatch and ClaimBatch batch the status writes of a pool: a pool
+	// that slices (or DeviceTaintRules) change is validated and written
+	// that long after the first change, a pool that allocations change
+	// after ClaimBatch, with every change that arrived meanwhile; default
+	// DefaultSliceBatch and DefaultClaimBatch. Negative: at once.
+	SliceBatch, ClaimBatch time.Duration
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
 
