@@ -43,6 +43,7 @@ const (
 	DefaultSliceBatch = 200 * time.Millisecond
 	DefaultClaimBatch = 500 * time.Millisecond
 )
+
 // Reconciler keeps one DevicePool per resource pool (driver, pool name)
 // up to date. It is driven by pool IDs, not by objects: informer events
 // update the in-memory model and enqueue the pools they touched (see
