@@ -118,6 +118,10 @@ type Options struct {
 	// applies on the server).
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// ClaimWorkers is how many immediate claims are allocated at once
+	// (their writes overlap; decisions are serialized on the ledger);
+	// default the claim controller's.
+	ClaimWorkers int
 	// EventQPS and EventBurst bound the Normal Events each controller
 	// emits (package eventlimit); default eventlimit.DefaultQPS and
 	// eventlimit.DefaultBurst. Warnings are never held back.
@@ -238,6 +242,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		APIReader:      mgr.GetAPIReader(),
 		Recorder:       recorder("drastack-claims"),
 		StatusInterval: o.ClaimStatusInterval,
+		Workers:        o.ClaimWorkers,
 		FenceNamespace: cmp.Or(o.LeaderElectionNamespace, operatorNamespace(o.Namespace)),
 		Identity:       processIdentity(),
 	}).SetupWithManager(mgr); err != nil {

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -30,7 +31,23 @@ const (
 	operatorCPUEnv     = "DRASTACK_SCALE_OPERATOR_CPU_PROFILE"
 	operatorWebhookEnv = "DRASTACK_SCALE_OPERATOR_WEBHOOK_PORT"
 	operatorMemoryEnv  = "DRASTACK_SCALE_OPERATOR_MEMORY"
+	operatorTuningEnv  = "DRASTACK_SCALE_OPERATOR_TUNING"
 )
+
+// Tuning overrides operator.Options defaults of the operator under test
+// (zero: the operator's own default), to size them from measurements.
+type Tuning struct {
+	// KubeAPIQPS and KubeAPIBurst are operator.Options.KubeAPIQPS and
+	// KubeAPIBurst.
+	KubeAPIQPS   float32 `json:"kubeAPIQPS,omitempty"`
+	KubeAPIBurst int     `json:"kubeAPIBurst,omitempty"`
+	// ClaimWorkers is operator.Options.ClaimWorkers.
+	ClaimWorkers int `json:"claimWorkers,omitempty"`
+}
+
+func (t Tuning) apply(o *operator.Options) {
+	o.KubeAPIQPS, o.KubeAPIBurst, o.ClaimWorkers = t.KubeAPIQPS, t.KubeAPIBurst, t.ClaimWorkers
+}
 
 // countsInterval is how often the child process writes its request counts,
 // so that the parent can split them by phase.
@@ -61,7 +78,15 @@ func OperatorProcessMain() (bool, error) {
 	if err != nil {
 		return true, fmt.Errorf("%s: %w", operatorWebhookEnv, err)
 	}
-	mgr, err := operator.New(reqs.Wrap(cfg), operatorOptions(os.Getenv(operatorProbeNSEnv), port))
+	o := operatorOptions(os.Getenv(operatorProbeNSEnv), port)
+	if raw := os.Getenv(operatorTuningEnv); raw != "" {
+		var t Tuning
+		if err := json.Unmarshal([]byte(raw), &t); err != nil {
+			return true, fmt.Errorf("%s: %w", operatorTuningEnv, err)
+		}
+		t.apply(&o)
+	}
+	mgr, err := operator.New(reqs.Wrap(cfg), o)
 	if err != nil {
 		return true, err
 	}
@@ -147,7 +172,7 @@ type runningOperator struct {
 // startOperator runs the operator under the ServiceAccount and RBAC that
 // config/default installs (cluster.DeployOperatorIdentity), in a child
 // process running exe when exe is set, else in this process.
-func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, exe, logDir, heapProfile, cpuProfile string) (*runningOperator, error) {
+func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, exe, logDir, heapProfile, cpuProfile string, tuning Tuning) (*runningOperator, error) {
 	id, err := c.DeployOperatorIdentity(ctx, deployDir)
 	if err != nil {
 		return nil, err
@@ -163,6 +188,7 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	}
 	if exe == "" {
 		o := operatorOptions(probeNS, port)
+		tuning.apply(&o)
 		// The e2e suites run several managers in one process.
 		o.SkipNameValidation = true
 		r := &runningOperator{reqs: NewRequests(), done: make(chan error, 1)}
@@ -182,9 +208,14 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	defer log.Close()
 	r := &runningOperator{countsPath: filepath.Join(c.Dir, "operator-requests.json"), memoryPath: filepath.Join(c.Dir, "operator-memory.json"),
 		exited: make(chan error, 1)}
+	rawTuning, err := json.Marshal(tuning)
+	if err != nil {
+		return nil, err
+	}
 	r.cmd = exec.Command(exe)
 	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS,
-		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile, operatorWebhookEnv+"="+strconv.Itoa(port), operatorMemoryEnv+"="+r.memoryPath)
+		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile, operatorWebhookEnv+"="+strconv.Itoa(port), operatorMemoryEnv+"="+r.memoryPath,
+		operatorTuningEnv+"="+string(rawTuning))
 	r.cmd.Stdout, r.cmd.Stderr = log, log
 	if err := r.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the operator process %s: %w", exe, err)

@@ -100,6 +100,8 @@ type Config struct {
 	// HeapProfile, with OperatorExecutable, is where the operator process
 	// writes its in-use heap profile when it is stopped.
 	HeapProfile string
+	// Tuning overrides defaults of the operator.
+	Tuning Tuning
 	// CPUProfile, with OperatorExecutable, is where the operator process
 	// writes its CPU profile of the whole run.
 	CPUProfile string
@@ -460,7 +462,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// The operator; its memory once it runs; then the simulated driver.
 	phaseStart := time.Now()
-	op, err := startOperator(ctx, c, cfg.DeployDir, Namespace, cfg.OperatorExecutable, logDir, cfg.HeapProfile, cfg.CPUProfile)
+	op, err := startOperator(ctx, c, cfg.DeployDir, Namespace, cfg.OperatorExecutable, logDir, cfg.HeapProfile, cfg.CPUProfile, cfg.Tuning)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -87,7 +88,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	claimsReady, podsReady := make(chan event.GenericEvent), make(chan event.GenericEvent)
 	claims := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		WithOptions(controller.Options{MaxConcurrentReconciles: claimWorkers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, claimWorkers)}).
 		WatchesRawSource(source.TypedKind(mcache, &resourceapi.ResourceClaim{}, r.claimHandler(r.claims, true, r.claimRequests))).
 		WatchesRawSource(source.TypedKind(mcache, &v1alpha1.DRAStack{}, r.configHandler(r.claims, r.allClaims))).
 		WatchesRawSource(source.Channel(claimsReady, everything(r.allClaims)))

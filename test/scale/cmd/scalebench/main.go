@@ -43,6 +43,13 @@ func run() error {
 	flag.IntVar(&cfg.PublishSteps, "publish-steps", 1, "create the nodes in this many steps, measuring the operator's memory after each")
 	flag.DurationVar(&cfg.NodeHeartbeat, "node-heartbeat", time.Minute, "kwok node heartbeat and lease renewal interval")
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 20*time.Minute, "bound of each wait")
+	flag.Func("kube-api-qps", "the operator's client-side limit of requests per second (default: the operator's; negative: none)", func(v string) error {
+		f, err := strconv.ParseFloat(v, 32)
+		cfg.Tuning.KubeAPIQPS = float32(f)
+		return err
+	})
+	flag.IntVar(&cfg.Tuning.KubeAPIBurst, "kube-api-burst", 0, "the operator's client-side burst (default: the operator's)")
+	flag.IntVar(&cfg.Tuning.ClaimWorkers, "claim-workers", 0, "immediate claims the operator allocates at once (default: the operator's)")
 	logDir := flag.String("log-dir", "", "keep component and operator logs here (one folder per size)")
 	heap := flag.String("heap-profile", "", "write the operator's in-use heap profile here when it stops (suffixed with the size)")
 	cpu := flag.String("cpu-profile", "", "write the operator's CPU profile of the whole run here (suffixed with the size)")
