@@ -41,12 +41,32 @@ type Tuning struct {
 	// KubeAPIBurst.
 	KubeAPIQPS   float32 `json:"kubeAPIQPS,omitempty"`
 	KubeAPIBurst int     `json:"kubeAPIBurst,omitempty"`
-	// ClaimWorkers is operator.Options.ClaimWorkers.
+	// ClaimWorkers and PoolWorkers are operator.Options.ClaimWorkers and
+	// PoolWorkers.
 	ClaimWorkers int `json:"claimWorkers,omitempty"`
+	PoolWorkers  int `json:"poolWorkers,omitempty"`
 }
 
 func (t Tuning) apply(o *operator.Options) {
-	o.KubeAPIQPS, o.KubeAPIBurst, o.ClaimWorkers = t.KubeAPIQPS, t.KubeAPIBurst, t.ClaimWorkers
+	o.KubeAPIQPS, o.KubeAPIBurst, o.ClaimWorkers, o.PoolWorkers = t.KubeAPIQPS, t.KubeAPIBurst, t.ClaimWorkers, t.PoolWorkers
+}
+
+// String lists what is set, for the report.
+func (t Tuning) String() string {
+	var parts []string
+	if t.KubeAPIQPS != 0 || t.KubeAPIBurst != 0 {
+		parts = append(parts, fmt.Sprintf("client limit %g/s burst %d", t.KubeAPIQPS, t.KubeAPIBurst))
+	}
+	if t.ClaimWorkers != 0 {
+		parts = append(parts, fmt.Sprintf("%d claim workers", t.ClaimWorkers))
+	}
+	if t.PoolWorkers != 0 {
+		parts = append(parts, fmt.Sprintf("%d pool workers", t.PoolWorkers))
+	}
+	if len(parts) == 0 {
+		return "the operator's defaults"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // countsInterval is how often the child process writes its request counts,
@@ -103,6 +123,9 @@ func OperatorProcessMain() (bool, error) {
 			_ = f.Close()
 		}()
 	}
+	if path := os.Getenv(operatorHeapEnv); path != "" {
+		go profilePeaks(peakPath(path))
+	}
 	signalled := ctrl.SetupSignalHandler()
 	measure := make(chan os.Signal, 1)
 	signal.Notify(measure, measureSignal)
@@ -137,6 +160,37 @@ func OperatorProcessMain() (bool, error) {
 		err = werr
 	}
 	return true, err
+}
+
+// peakPath is where the heap profile at the peak of the resident set goes,
+// beside the one written at the end.
+func peakPath(path string) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-peak" + ext
+}
+
+// peakStep is how much the resident set must grow past its last profiled
+// peak before the heap is profiled again.
+const peakStep = 1.1
+
+// profilePeaks writes the heap profile (in use as of the last collection,
+// no collection forced) whenever the resident set reaches a new peak, so
+// that what made the peak can be read after the run.
+func profilePeaks(path string) {
+	var peak int64 = 128 << 20
+	for range time.Tick(500 * time.Millisecond) {
+		rss, err := procRSS(os.Getpid())
+		if err != nil || float64(rss) < float64(peak)*peakStep {
+			continue
+		}
+		peak = rss
+		f, err := os.Create(path)
+		if err != nil {
+			continue
+		}
+		_ = pprof.WriteHeapProfile(f)
+		_ = f.Close()
+	}
 }
 
 // writeHeapProfile writes the in-use heap after a collection.
@@ -213,7 +267,7 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 		return nil, err
 	}
 	r.cmd = exec.Command(exe)
-	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS,
+	r.cmd.Env = append(operatorEnviron(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS,
 		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile, operatorWebhookEnv+"="+strconv.Itoa(port), operatorMemoryEnv+"="+r.memoryPath,
 		operatorTuningEnv+"="+string(rawTuning))
 	r.cmd.Stdout, r.cmd.Stderr = log, log
@@ -222,6 +276,19 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	}
 	go func() { r.exited <- r.cmd.Wait() }()
 	return r, nil
+}
+
+// operatorEnviron is this process's environment without the Go
+// runtime's tuning (GOGC, GOMEMLIMIT): the operator runs with its own
+// defaults, whatever the harness was given.
+func operatorEnviron() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // requests returns the requests made so far (in a child process: as of

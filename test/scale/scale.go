@@ -242,7 +242,11 @@ type Report struct {
 	BurstPoolsCorrect                   time.Duration
 	Republished                         int
 	RepublishCorrect, RepublishFromEdit time.Duration
-	Phases                              []Phase
+	// RepublishFirstSlice and RepublishLastSlice are the first and last
+	// slice events after the relabel, from the relabel: how long the
+	// simulated driver took.
+	RepublishFirstSlice, RepublishLastSlice time.Duration
+	Phases                                  []Phase
 	// Requests is every request of the operator; Usage its process.
 	Requests RequestCounts
 	Usage    Usage
@@ -260,20 +264,31 @@ func (r *Report) problem(format string, args ...any) {
 // watcher follows the objects the checks read, and when they last
 // changed.
 type watcher struct {
-	cache          cache.Cache
-	lastSlice      atomic.Int64 // unix nanoseconds of the last slice event
-	lastAny        atomic.Int64 // ... of the last event of any watched kind
-	mu             sync.Mutex
-	allocatedAt    map[string]time.Time
-	lastAllocation time.Time
+	cache     cache.Cache
+	lastSlice atomic.Int64 // unix nanoseconds of the last slice event
+	lastAny   atomic.Int64 // ... of the last event of any watched kind
+	// firstSlice is the first slice event after mark (0: none yet).
+	mark, firstSlice atomic.Int64
+	mu               sync.Mutex
+	allocatedAt      map[string]time.Time
+	lastAllocation   time.Time
 }
 
 func (w *watcher) touch(slice bool) {
 	now := time.Now().UnixNano()
 	if slice {
 		w.lastSlice.Store(now)
+		if m := w.mark.Load(); m != 0 && now >= m {
+			w.firstSlice.CompareAndSwap(0, now)
+		}
 	}
 	w.lastAny.Store(now)
+}
+
+// markAt starts waiting for the first slice event after t.
+func (w *watcher) markAt(t time.Time) {
+	w.firstSlice.Store(0)
+	w.mark.Store(t.UnixNano())
 }
 
 func startWatcher(ctx context.Context, cfg *rest.Config) (*watcher, error) {
@@ -600,6 +615,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Phase 3: 10% of the nodes republish under a new generation.
 	edit := time.Now()
+	w.markAt(edit)
 	rep.Republished, err = republish(ctx, cs, nodes, cfg)
 	if err != nil {
 		return nil, err
@@ -611,6 +627,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.RepublishCorrect = d
 	rep.RepublishFromEdit = time.Unix(0, w.lastAny.Load()).Sub(edit)
+	rep.RepublishFirstSlice = time.Unix(0, w.firstSlice.Load()).Sub(edit)
+	rep.RepublishLastSlice = time.Unix(0, w.lastSlice.Load()).Sub(edit)
 	endPhase("republish")
 
 	stopped = true

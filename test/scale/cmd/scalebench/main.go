@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,12 +51,17 @@ func run() error {
 	})
 	flag.IntVar(&cfg.Tuning.KubeAPIBurst, "kube-api-burst", 0, "the operator's client-side burst (default: the operator's)")
 	flag.IntVar(&cfg.Tuning.ClaimWorkers, "claim-workers", 0, "immediate claims the operator allocates at once (default: the operator's)")
+	flag.IntVar(&cfg.Tuning.PoolWorkers, "pool-workers", 0, "pools the operator validates and writes at once (default: the operator's)")
 	logDir := flag.String("log-dir", "", "keep component and operator logs here (one folder per size)")
 	heap := flag.String("heap-profile", "", "write the operator's in-use heap profile here when it stops (suffixed with the size)")
 	cpu := flag.String("cpu-profile", "", "write the operator's CPU profile of the whole run here (suffixed with the size)")
+	harnessLimit := flag.Int64("harness-memory-limit-mib", 0, "soft memory limit of this process (the simulated driver and the checks; not the operator), for sizes whose harness would not fit otherwise")
 	root := flag.String("root", ".", "repository root (for config/)")
 	timeout := flag.Duration("timeout", 3*time.Hour, "bound of the whole run")
 	flag.Parse()
+	if *harnessLimit > 0 {
+		debug.SetMemoryLimit(*harnessLimit << 20)
+	}
 	var nodes []int
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -128,6 +134,7 @@ func write(w io.Writer, r *scale.Report) {
 	fmt.Fprintf(w, "| measure | value |\n|---|---|\n")
 	rows := [][2]string{
 		{"nodes / multi-host domains / publication steps", fmt.Sprintf("%d / %d (16 hosts each) / %d", c.Nodes, c.Domains, c.PublishSteps)},
+		{"operator tuning", c.Tuning.String()},
 		{"pools / slices / devices", fmt.Sprintf("%d / %d / %d", r.Pools, r.Slices, r.Devices)},
 		{"control plane up / nodes Ready", ms(r.ClusterStart) + " / " + ms(r.NodesReady)},
 		{"simulated driver: start to last slice", ms(r.Publish)},
@@ -137,6 +144,7 @@ func write(w io.Writer, r *scale.Report) {
 		{"**requests per allocation** (operator requests in the burst / claims)", perAllocation(r)},
 		{"pools right after the last allocation", ms(r.BurstPoolsCorrect)},
 		{fmt.Sprintf("**relabel of %d nodes: pools right** after the last slice / after the relabel", r.Republished), ms(r.RepublishCorrect) + " / " + ms(r.RepublishFromEdit)},
+		{"relabel: the simulated driver's first / last slice after the relabel", ms(r.RepublishFirstSlice) + " / " + ms(r.RepublishLastSlice)},
 	}
 	if r.Usage.Measured {
 		var cpu, rss []string
