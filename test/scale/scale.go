@@ -113,6 +113,9 @@ type Config struct {
 	// CheckInterval is how often the DevicePools are compared with the
 	// model. Default 1s.
 	CheckInterval time.Duration
+	// PhaseEnded, when set, is called at the end of each phase, with its
+	// name, while the cluster still runs (the harness's own heap profile).
+	PhaseEnded func(phase string)
 	// Logf receives progress lines. Default: discard.
 	Logf func(format string, args ...any)
 }
@@ -269,9 +272,12 @@ type watcher struct {
 	lastAny   atomic.Int64 // ... of the last event of any watched kind
 	// firstSlice is the first slice event after mark (0: none yet).
 	mark, firstSlice atomic.Int64
-	mu               sync.Mutex
-	allocatedAt      map[string]time.Time
-	lastAllocation   time.Time
+	// sliceEvents counts slice adds, updates and deletes, for the
+	// progress lines.
+	sliceEvents    [3]atomic.Int64
+	mu             sync.Mutex
+	allocatedAt    map[string]time.Time
+	lastAllocation time.Time
 }
 
 func (w *watcher) touch(slice bool) {
@@ -301,17 +307,28 @@ func startWatcher(ctx context.Context, cfg *rest.Config) (*watcher, error) {
 		return toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				w.touch(slice)
+				if slice {
+					w.sliceEvents[0].Add(1)
+				}
 				if onClaim {
 					w.claimSeen(obj)
 				}
 			},
 			UpdateFunc: func(_, obj any) {
 				w.touch(slice)
+				if slice {
+					w.sliceEvents[1].Add(1)
+				}
 				if onClaim {
 					w.claimSeen(obj)
 				}
 			},
-			DeleteFunc: func(any) { w.touch(slice) },
+			DeleteFunc: func(any) {
+				w.touch(slice)
+				if slice {
+					w.sliceEvents[2].Add(1)
+				}
+			},
 		}
 	}
 	for _, h := range []struct {
@@ -499,6 +516,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cpu, _ := op.cpu()
 		rep.Phases = append(rep.Phases, Phase{Name: name, Wall: time.Since(phaseStart), CPU: cpu - phaseCPU, Requests: req.Minus(phaseReq),
 			Processes: mon.end()})
+		if cfg.PhaseEnded != nil {
+			cfg.PhaseEnded(name)
+		}
 		phaseReq, phaseCPU, phaseStart = req, cpu, time.Now()
 	}
 	measure := func(what string) (Memory, bool) {
@@ -528,6 +548,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	check := func(what string) (time.Duration, *snapshot, error) {
 		var last []string
 		deadline := time.Now().Add(cfg.PhaseTimeout)
+		nextProgress := time.Now().Add(progressInterval)
 		for {
 			select {
 			case <-ctx.Done():
@@ -543,7 +564,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return 0, nil, err
 			}
-			mism, n := snap.mismatches(time.Now())
+			mism, n, wrong := snap.mismatches(time.Now())
 			if missing == 0 && len(mism) == 0 && w.lastAny.Load() == lastAny {
 				// Nothing changed while the snapshot was read and
 				// compared: it held since the last event.
@@ -554,6 +575,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return correctAt.Sub(sliceAt), snap, nil
 			}
 			last = append([]string{fmt.Sprintf("%d pools unpublished", missing)}, mism...)
+			if time.Now().After(nextProgress) {
+				nextProgress = time.Now().Add(progressInterval)
+				logf("%s: %d DevicePools, %d pools unpublished, %d of %d wrong (slices added %d, updated %d, deleted %d; last slice %s ago)", what,
+					len(snap.pools), missing, wrong, n, w.sliceEvents[0].Load(), w.sliceEvents[1].Load(), w.sliceEvents[2].Load(),
+					time.Since(time.Unix(0, w.lastSlice.Load())).Round(time.Millisecond))
+			}
 			if time.Now().After(deadline) {
 				return 0, snap, fmt.Errorf("%s: DevicePools not correct after %s: %s", what, cfg.PhaseTimeout, strings.Join(last, "; "))
 			}
@@ -643,6 +670,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.LoadAfter = loadavg()
 	return rep, nil
 }
+
+// progressInterval is how often a check that has not passed yet logs
+// where it stands.
+const progressInterval = 5 * time.Second
 
 // PhaseBurst names the phase of the claim burst.
 const PhaseBurst = "claim burst"

@@ -120,7 +120,10 @@ func TestMismatches(t *testing.T) {
 			dps := good()
 			tc.change(dps)
 			s := &snapshot{slices: slices, claims: claims, pools: dps}
-			got, n := s.mismatches(time.Now())
+			got, n, wrong := s.mismatches(time.Now())
+			if wrong != len(got) {
+				t.Errorf("%d mismatches counted, %d described", wrong, len(got))
+			}
 			if n != 2 {
 				t.Errorf("%d pools, want 2", n)
 			}

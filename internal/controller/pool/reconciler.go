@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,9 +41,15 @@ const DefaultWorkers = 16
 // costs one write per pool instead of one per allocation (make
 // bench-scale).
 const (
-	DefaultSliceBatch = 200 * time.Millisecond
+	DefaultSliceBatch = time.Second
 	DefaultClaimBatch = 500 * time.Millisecond
 )
+
+// createdWait is how long a DevicePool this process created may be
+// missing from its cache before it is created again: the cache shows a
+// new object within a second or two even on a loaded API server, and its
+// event queues the pool at once.
+const createdWait = 10 * time.Second
 
 // Reconciler keeps one DevicePool per resource pool (driver, pool name)
 // up to date. It is driven by pool IDs, not by objects: informer events
@@ -72,6 +79,9 @@ type Reconciler struct {
 	model *model
 	board *board
 	cfg   atomic.Pointer[config]
+	// created remembers when this process created the DevicePool of a
+	// pool its cache does not show yet (see awaitCreated).
+	created sync.Map
 }
 
 // RBAC of the DevicePool controller; each marker says which code needs it.
@@ -152,12 +162,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, id poolpkg.ID) (reconcile.Re
 	}
 
 	if dp == nil {
+		if wait, ok := r.awaitCreated(id, now); ok {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
 		dp = newDevicePool(name, id)
 		if err := r.Client.Create(ctx, dp, client.FieldOwner(FieldManager)); err != nil {
 			// AlreadyExists means the cache is behind; the retry sees it.
 			return reconcile.Result{}, fmt.Errorf("create DevicePool %s for pool %s: %w", name, id, err)
 		}
+		r.created.Store(id, now)
 		logger.V(1).Info("Created DevicePool", "devicePool", name)
+	} else {
+		r.created.Delete(id)
 	}
 	// The cached DevicePool can be compared with only when it shows this
 	// process's last write (or this process has not written it yet).
@@ -188,6 +204,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, id poolpkg.ID) (reconcile.Re
 		r.board.set(newEntry(id, &v.status, v.problems, warned, version))
 	}
 	return reconcile.Result{RequeueAfter: v.requeue}, nil
+}
+
+// awaitCreated reports whether this process created the pool's
+// DevicePool less than createdWait ago and its cache does not show it
+// yet: the pool is validated again when the cache does (the DevicePool's
+// create event queues it), instead of a second create that can only fail
+// as AlreadyExists. It returns when to look again at the latest.
+func (r *Reconciler) awaitCreated(id poolpkg.ID, now time.Time) (time.Duration, bool) {
+	v, ok := r.created.Load(id)
+	if !ok {
+		return 0, false
+	}
+	left := v.(time.Time).Add(createdWait).Sub(now)
+	if left <= 0 {
+		r.created.Delete(id)
+		return 0, false
+	}
+	return left, true
 }
 
 func (r *Reconciler) emit(dp *v1alpha1.DevicePool, ev healthEvent) {

@@ -242,6 +242,10 @@ func (r *Reconciler) devicePoolHandler() handler.TypedEventHandler[*v1alpha1.Dev
 			queueOwner(e.Object, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*v1alpha1.DevicePool], q queue) {
+			if id, ok := idOf(e.Object.Annotations); ok {
+				// Deleted by someone: created again at once.
+				r.created.Delete(id)
+			}
 			queueOwner(e.Object, q)
 		},
 	}

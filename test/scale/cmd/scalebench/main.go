@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ func run() error {
 	logDir := flag.String("log-dir", "", "keep component and operator logs here (one folder per size)")
 	heap := flag.String("heap-profile", "", "write the operator's in-use heap profile here when it stops (suffixed with the size)")
 	cpu := flag.String("cpu-profile", "", "write the operator's CPU profile of the whole run here (suffixed with the size)")
+	harnessHeap := flag.String("harness-heap-profile", "", "write this process's in-use heap profile here after the publication (suffixed with the size)")
 	harnessLimit := flag.Int64("harness-memory-limit-mib", 0, "soft memory limit of this process (the simulated driver and the checks; not the operator), for sizes whose harness would not fit otherwise")
 	root := flag.String("root", ".", "repository root (for config/)")
 	timeout := flag.Duration("timeout", 3*time.Hour, "bound of the whole run")
@@ -103,6 +105,16 @@ func run() error {
 				return err
 			}
 		}
+		if *harnessHeap != "" {
+			path := suffix(*harnessHeap)
+			c.PhaseEnded = func(phase string) {
+				if strings.HasPrefix(phase, "publish") {
+					if err := writeHeap(path); err != nil {
+						cfg.Logf("harness heap profile: %v", err)
+					}
+				}
+			}
+		}
 		cfg.Logf("%d nodes", n)
 		rep, err := scale.Run(ctx, c)
 		if err != nil {
@@ -117,6 +129,20 @@ func run() error {
 		return fmt.Errorf("%d problem(s)", problems)
 	}
 	return nil
+}
+
+// writeHeap writes this process's in-use heap profile.
+func writeHeap(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
