@@ -122,6 +122,13 @@ type Options struct {
 	// (their writes overlap; decisions are serialized on the ledger);
 	// default the claim controller's.
 	ClaimWorkers int
+	// MemoryLimit is the memory limit of the operator's container, in
+	// bytes (the Deployment passes its limits.memory through the downward
+	// API); 0: none. The Go runtime's soft memory limit is set to 90% of
+	// it unless GOMEMLIMIT is set, so that the collector works harder
+	// before the container would be killed. It is a setting of the whole
+	// process.
+	MemoryLimit int64
 	// EventQPS and EventBurst bound the Normal Events each controller
 	// emits (package eventlimit); default eventlimit.DefaultQPS and
 	// eventlimit.DefaultBurst. Warnings are never held back.
@@ -180,6 +187,9 @@ func Scheme() *runtime.Scheme {
 // mgr.Start(ctx).
 func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	cfg = rateLimited(cfg, o)
+	if limit := applyMemoryLimit(o.MemoryLimit); limit > 0 {
+		ctrl.Log.WithName("setup").Info("Set the Go runtime's soft memory limit from the container's", "containerLimit", o.MemoryLimit, "softLimit", limit)
+	}
 	shutdown := o.ShutdownTimeout
 	if shutdown == 0 {
 		shutdown = 30 * time.Second

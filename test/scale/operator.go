@@ -16,9 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/drastack/drastack/internal/bundle"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
 )
@@ -45,10 +48,49 @@ type Tuning struct {
 	// PoolWorkers.
 	ClaimWorkers int `json:"claimWorkers,omitempty"`
 	PoolWorkers  int `json:"poolWorkers,omitempty"`
+	// MemoryLimit is operator.Options.MemoryLimit: by default (0) the
+	// memory limit of the Deployment config/default installs, as the
+	// Deployment passes it; negative: none.
+	MemoryLimit int64 `json:"memoryLimit,omitempty"`
 }
 
 func (t Tuning) apply(o *operator.Options) {
 	o.KubeAPIQPS, o.KubeAPIBurst, o.ClaimWorkers, o.PoolWorkers = t.KubeAPIQPS, t.KubeAPIBurst, t.ClaimWorkers, t.PoolWorkers
+	o.MemoryLimit = max(t.MemoryLimit, 0)
+}
+
+// deployedMemoryLimit reads the memory limit of the operator's container
+// in the Deployment deployDir (config/default) renders, in bytes (0: none).
+func deployedMemoryLimit(deployDir string) (int64, error) {
+	objs, err := bundle.Build(deployDir)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if err != nil {
+			return 0, fmt.Errorf("Deployment %s: %w", o.GetName(), err)
+		}
+		for _, c := range containers {
+			cm, ok := c.(map[string]any)
+			if !ok || cm["name"] != "manager" {
+				continue
+			}
+			limit, ok, err := unstructured.NestedString(cm, "resources", "limits", "memory")
+			if err != nil || !ok {
+				return 0, err
+			}
+			q, err := resource.ParseQuantity(limit)
+			if err != nil {
+				return 0, fmt.Errorf("Deployment %s: limits.memory %q: %w", o.GetName(), limit, err)
+			}
+			return q.Value(), nil
+		}
+	}
+	return 0, fmt.Errorf("%s renders no Deployment with a container named manager", deployDir)
 }
 
 // String lists what is set, for the report.
@@ -62,6 +104,12 @@ func (t Tuning) String() string {
 	}
 	if t.PoolWorkers != 0 {
 		parts = append(parts, fmt.Sprintf("%d pool workers", t.PoolWorkers))
+	}
+	switch {
+	case t.MemoryLimit > 0:
+		parts = append(parts, fmt.Sprintf("container memory limit %d MiB (soft limit 90%%)", t.MemoryLimit>>20))
+	case t.MemoryLimit < 0:
+		parts = append(parts, "no memory limit")
 	}
 	if len(parts) == 0 {
 		return "the operator's defaults"
@@ -231,6 +279,7 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	if err != nil {
 		return nil, err
 	}
+
 	// The webhooks, as config/default installs them, called by URL on
 	// 127.0.0.1 (the operator sets their caBundle).
 	port, err := cluster.FreePort()

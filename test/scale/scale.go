@@ -432,6 +432,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	if cfg.Tuning.MemoryLimit == 0 && cfg.OperatorExecutable != "" {
+		// As deployed. (An operator in this process gets none: the limit
+		// is a setting of the whole process.)
+		limit, err := deployedMemoryLimit(cfg.DeployDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Tuning.MemoryLimit = limit
+	}
 	rep := &Report{Config: cfg, LoadBefore: loadavg()}
 	logf := cfg.Logf
 

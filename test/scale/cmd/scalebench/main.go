@@ -52,6 +52,14 @@ func run() error {
 	})
 	flag.IntVar(&cfg.Tuning.KubeAPIBurst, "kube-api-burst", 0, "the operator's client-side burst (default: the operator's)")
 	flag.IntVar(&cfg.Tuning.ClaimWorkers, "claim-workers", 0, "immediate claims the operator allocates at once (default: the operator's)")
+	flag.Func("memory-limit-mib", "the operator's container memory limit (default: the Deployment's; -1: none)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		cfg.Tuning.MemoryLimit = n << 20
+		if n < 0 {
+			cfg.Tuning.MemoryLimit = -1
+		}
+		return err
+	})
 	flag.IntVar(&cfg.Tuning.PoolWorkers, "pool-workers", 0, "pools the operator validates and writes at once (default: the operator's)")
 	logDir := flag.String("log-dir", "", "keep component and operator logs here (one folder per size)")
 	heap := flag.String("heap-profile", "", "write the operator's in-use heap profile here when it stops (suffixed with the size)")
