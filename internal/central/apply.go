@@ -1,6 +1,8 @@
 package central
 
 import (
+	"slices"
+
 	resourcev1 "k8s.io/api/resource/v1"
 )
 
@@ -27,9 +29,10 @@ func hardEffect(e resourcev1.DeviceTaintEffect) bool {
 // taints of rules added to the devices they select, so that an engine that
 // only reads taints in slices honours DeviceTaintRules as kube-scheduler
 // does. Rules with another effect change nothing. A slice that no rule
-// touches is returned as is (the same pointer); a touched slice is a deep
-// copy; the inputs are never modified. A taint the device already carries
-// (same key, value and effect) is not added twice.
+// touches is returned as is (the same pointer); a touched slice is a copy
+// with its own devices and taint lists that shares everything else with
+// the input (withOwnDevices); the inputs are never modified. A taint the
+// device already carries (same key, value and effect) is not added twice.
 func ApplyTaintRules(slices []*resourcev1.ResourceSlice, rules []resourcev1.DeviceTaintRule) []*resourcev1.ResourceSlice {
 	hard := make([]*resourcev1.DeviceTaintRule, 0, len(rules))
 	for i := range rules {
@@ -56,11 +59,11 @@ func ApplyTaintRules(slices []*resourcev1.ResourceSlice, rules []resourcev1.Devi
 				}
 				if cp == nil {
 					// Copy on first change; dev must then point into the copy.
-					cp = s.DeepCopy()
+					cp = withOwnDevices(s)
 					out[i] = cp
 				}
 				d := &cp.Spec.Devices[j]
-				d.Taints = append(d.Taints, *taint.DeepCopy())
+				d.Taints = appendOwn(d.Taints, *taint.DeepCopy())
 				dev = d
 			}
 		}
@@ -76,4 +79,28 @@ func containsTaint(taints []resourcev1.DeviceTaint, t resourcev1.DeviceTaint) bo
 		}
 	}
 	return false
+}
+
+// withOwnDevices returns a copy of a slice that has its own list of
+// devices (each device struct copied) and shares everything else with s:
+// metadata, and each device's attributes, capacities, counters and
+// taints. The engine views change a device's taints or attributes only by
+// replacing the list or map (appendOwn, a new map), and the taint lists
+// are clipped so that an append to one never writes into the input's
+// array: the informer's object stays untouched, and each engine session
+// costs a list of devices, not a deep copy of every slice of the cluster.
+// The engines only read their inputs.
+func withOwnDevices(s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
+	cp := *s
+	cp.Spec.Devices = slices.Clone(s.Spec.Devices)
+	for i := range cp.Spec.Devices {
+		cp.Spec.Devices[i].Taints = slices.Clip(cp.Spec.Devices[i].Taints)
+	}
+	return &cp
+}
+
+// appendOwn appends to a list that may share its backing array with
+// another object: the result never does.
+func appendOwn[T any](list []T, v T) []T {
+	return append(slices.Clip(list), v)
 }

@@ -56,9 +56,9 @@ func EngineView(p *Partition, slices []*resourcev1.ResourceSlice, rules []resour
 			out = append(out, withCentralAttribute(p, s))
 			continue
 		}
-		cp := s.DeepCopy()
+		cp := withOwnDevices(s)
 		for i := range cp.Spec.Devices {
-			cp.Spec.Devices[i].Taints = append(cp.Spec.Devices[i].Taints, notCentralTaint())
+			cp.Spec.Devices[i].Taints = appendOwn(cp.Spec.Devices[i].Taints, notCentralTaint())
 		}
 		out = append(out, cp)
 	}
@@ -89,9 +89,10 @@ func ClassSelector(class string) string {
 }
 
 // withCentralAttribute returns a copy of a central slice whose devices
-// carry CentralAttribute.
+// carry CentralAttribute (withOwnDevices, each device with a new map of
+// attributes).
 func withCentralAttribute(p *Partition, s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
-	cp := s.DeepCopy()
+	cp := withOwnDevices(s)
 	for i := range cp.Spec.Devices {
 		d := &cp.Spec.Devices[i]
 		var b strings.Builder

@@ -5,6 +5,7 @@ package operator
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -12,17 +13,13 @@ import (
 	"strings"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,6 +38,7 @@ import (
 	publisherctrl "github.com/drastack/drastack/internal/controller/publisher"
 	stackctrl "github.com/drastack/drastack/internal/controller/stack"
 	"github.com/drastack/drastack/internal/driver"
+	"github.com/drastack/drastack/internal/eventlimit"
 	"github.com/drastack/drastack/internal/webhookcert"
 )
 
@@ -120,6 +118,22 @@ type Options struct {
 	// applies on the server).
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// ClaimWorkers is how many immediate claims are allocated at once
+	// (their writes overlap; decisions are serialized on the ledger);
+	// default the claim controller's.
+	ClaimWorkers int
+	// MemoryLimit is the memory limit of the operator's container, in
+	// bytes (the Deployment passes its limits.memory through the downward
+	// API); 0: none. The Go runtime's soft memory limit is set to 90% of
+	// it unless GOMEMLIMIT is set, so that the collector works harder
+	// before the container would be killed. It is a setting of the whole
+	// process.
+	MemoryLimit int64
+	// EventQPS and EventBurst bound the Normal Events each controller
+	// emits (package eventlimit); default eventlimit.DefaultQPS and
+	// eventlimit.DefaultBurst. Warnings are never held back.
+	EventQPS   float32
+	EventBurst int
 }
 
 // Client-side rate limits of the operator. Each allocation costs up to
@@ -173,6 +187,9 @@ func Scheme() *runtime.Scheme {
 // mgr.Start(ctx).
 func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	cfg = rateLimited(cfg, o)
+	if limit := applyMemoryLimit(o.MemoryLimit); limit > 0 {
+		ctrl.Log.WithName("setup").Info("Set the Go runtime's soft memory limit from the container's", "containerLimit", o.MemoryLimit, "softLimit", limit)
+	}
 	shutdown := o.ShutdownTimeout
 	if shutdown == 0 {
 		shutdown = 30 * time.Second
@@ -202,17 +219,23 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create clientset: %w", err)
 	}
+	var recorders []manager.Runnable
+	recorder := func(name string) events.EventRecorder {
+		r := eventlimit.New(mgr.GetEventRecorder(name), eventlimit.Options{QPS: o.EventQPS, Burst: o.EventBurst, Target: stackTarget(mgr.GetClient())})
+		recorders = append(recorders, r)
+		return r
+	}
 	if err := (&stackctrl.Reconciler{
 		Client:        mgr.GetClient(),
 		Prober:        &clusterprobe.Prober{Client: clientset, Namespace: o.ProbeNamespace},
-		Recorder:      mgr.GetEventRecorder("drastack"),
+		Recorder:      recorder("drastack"),
 		ProbeInterval: o.ClusterProbeInterval,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up DRAStack controller: %w", err)
 	}
 	if err := (&poolctrl.Reconciler{
 		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("drastack-pool"),
+		Recorder: recorder("drastack-pool"),
 		Workers:  o.PoolWorkers,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up DevicePool controller: %w", err)
@@ -220,15 +243,16 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err := (&publisherctrl.Reconciler{
 		Client:     mgr.GetClient(),
 		KubeClient: clientset,
-		Recorder:   mgr.GetEventRecorder("drastack-publisher"),
+		Recorder:   recorder("drastack-publisher"),
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up multi-host publisher: %w", err)
 	}
 	if err := (&claimsctrl.Reconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
-		Recorder:       mgr.GetEventRecorder("drastack-claims"),
+		Recorder:       recorder("drastack-claims"),
 		StatusInterval: o.ClaimStatusInterval,
+		Workers:        o.ClaimWorkers,
 		FenceNamespace: cmp.Or(o.LeaderElectionNamespace, operatorNamespace(o.Namespace)),
 		Identity:       processIdentity(),
 	}).SetupWithManager(mgr); err != nil {
@@ -242,10 +266,15 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err := (&driverctrl.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("drastack-driver"),
+		Recorder:  recorder("drastack-driver"),
 		Settings:  driver.Settings{PublishGrace: o.DriverPublishGrace, RolloutTimeout: o.DriverRolloutTimeout},
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up driver lifecycle controller: %w", err)
+	}
+	for _, r := range recorders {
+		if err := mgr.Add(r); err != nil {
+			return nil, fmt.Errorf("add an Event summary: %w", err)
+		}
 	}
 	if o.ProbeAddr != "" && o.ProbeAddr != "0" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -258,32 +287,16 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	return mgr, nil
 }
 
-// cacheByObject scopes what the manager caches per kind.
-func cacheByObject() map[client.Object]cache.ByObject {
-	by := map[client.Object]cache.ByObject{
-		// Only the pool controller reads DevicePools, and never their
-		// managedFields, which for a pool with many counters are as
-		// large as its status: 10,000 of them would cost tens of MB.
-		&v1alpha1.DevicePool{}: {Transform: cache.TransformStripManagedFields()},
+// stackTarget returns the DRAStack from the cache, the object the
+// summaries of held-back Events are about (nil when there is none).
+func stackTarget(c client.Reader) func(context.Context) runtime.Object {
+	return func(ctx context.Context) runtime.Object {
+		var st v1alpha1.DRAStack
+		if err := c.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &st); err != nil {
+			return nil
+		}
+		return &st
 	}
-	// The driver lifecycle controller watches the objects it renders for
-	// drivers, to restore them when they are deleted or changed; no
-	// controller reads the cluster's other namespaces, service accounts,
-	// roles, admission policies or CustomResourceDefinitions, so only those
-	// labelled for a stack are cached (metadata only, see driverctrl
-	// SetupWithManager).
-	stackLabelled, err := labels.NewRequirement(driver.LabelStack, selection.Exists, nil)
-	utilruntime.Must(err)
-	owned := cache.ByObject{Label: labels.NewSelector().Add(*stackLabelled)}
-	for _, obj := range []client.Object{
-		&corev1.Namespace{}, &corev1.ServiceAccount{},
-		&rbacv1.ClusterRole{}, &rbacv1.ClusterRoleBinding{}, &rbacv1.Role{}, &rbacv1.RoleBinding{},
-		&admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
-		&apiextensionsv1.CustomResourceDefinition{},
-	} {
-		by[obj] = owned
-	}
-	return by
 }
 
 // claimWebhookServer configures the webhook server of the claim

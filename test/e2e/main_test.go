@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
 	"github.com/drastack/drastack/test/cluster"
+	"github.com/drastack/drastack/test/scale"
 )
 
 // LogDirEnv names a folder that keeps the component logs of the suite's
@@ -33,6 +34,15 @@ const suiteNodes = 2
 var testenv env.Environment
 
 func TestMain(m *testing.M) {
+	// TestScale100 runs the operator in a child process started from this
+	// binary, to measure its memory and CPU apart from the test's.
+	if child, err := scale.OperatorProcessMain(); child {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scale operator:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	opts := cluster.Options{
 		Nodes:        suiteNodes,
 		LogDir:       os.Getenv(LogDirEnv),

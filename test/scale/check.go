@@ -59,8 +59,9 @@ func readSnapshot(ctx context.Context, r client.Reader) (*snapshot, error) {
 // slices, claims and DeviceTaintRules: the set of DevicePools, and in each
 // the generation, slice counts, health and every device count (total,
 // allocated, tainted, available, shared and each unavailable reason). It
-// returns at most maxMismatches descriptions, and the number of pools.
-func (s *snapshot) mismatches(now time.Time) ([]string, int) {
+// returns at most maxMismatches descriptions, the number of pools, and how
+// many mismatches there are in all.
+func (s *snapshot) mismatches(now time.Time) ([]string, int, int) {
 	pools := pool.Group(s.slices)
 	ledger := pool.NewLedger()
 	for _, p := range pools {
@@ -72,7 +73,9 @@ func (s *snapshot) mismatches(now time.Time) ([]string, int) {
 		}
 	}
 	var out []string
+	wrong := 0
 	add := func(format string, args ...any) {
+		wrong++
 		if len(out) < maxMismatches {
 			out = append(out, fmt.Sprintf(format, args...))
 		}
@@ -103,7 +106,7 @@ func (s *snapshot) mismatches(now time.Time) ([]string, int) {
 	for _, name := range extra {
 		add("DevicePool %s has no pool in the slices", name)
 	}
-	return out, len(pools)
+	return out, len(pools), wrong
 }
 
 // compared is the part of a DevicePool status the check compares.

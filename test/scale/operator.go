@@ -2,10 +2,12 @@ package scale
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -14,9 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/drastack/drastack/internal/bundle"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
 )
@@ -28,7 +33,89 @@ const (
 	operatorHeapEnv    = "DRASTACK_SCALE_OPERATOR_HEAP_PROFILE"
 	operatorCPUEnv     = "DRASTACK_SCALE_OPERATOR_CPU_PROFILE"
 	operatorWebhookEnv = "DRASTACK_SCALE_OPERATOR_WEBHOOK_PORT"
+	operatorMemoryEnv  = "DRASTACK_SCALE_OPERATOR_MEMORY"
+	operatorTuningEnv  = "DRASTACK_SCALE_OPERATOR_TUNING"
 )
+
+// Tuning overrides operator.Options defaults of the operator under test
+// (zero: the operator's own default), to size them from measurements.
+type Tuning struct {
+	// KubeAPIQPS and KubeAPIBurst are operator.Options.KubeAPIQPS and
+	// KubeAPIBurst.
+	KubeAPIQPS   float32 `json:"kubeAPIQPS,omitempty"`
+	KubeAPIBurst int     `json:"kubeAPIBurst,omitempty"`
+	// ClaimWorkers and PoolWorkers are operator.Options.ClaimWorkers and
+	// PoolWorkers.
+	ClaimWorkers int `json:"claimWorkers,omitempty"`
+	PoolWorkers  int `json:"poolWorkers,omitempty"`
+	// MemoryLimit is operator.Options.MemoryLimit: by default (0) the
+	// memory limit of the Deployment config/default installs, as the
+	// Deployment passes it; negative: none.
+	MemoryLimit int64 `json:"memoryLimit,omitempty"`
+}
+
+func (t Tuning) apply(o *operator.Options) {
+	o.KubeAPIQPS, o.KubeAPIBurst, o.ClaimWorkers, o.PoolWorkers = t.KubeAPIQPS, t.KubeAPIBurst, t.ClaimWorkers, t.PoolWorkers
+	o.MemoryLimit = max(t.MemoryLimit, 0)
+}
+
+// deployedMemoryLimit reads the memory limit of the operator's container
+// in the Deployment deployDir (config/default) renders, in bytes (0: none).
+func deployedMemoryLimit(deployDir string) (int64, error) {
+	objs, err := bundle.Build(deployDir)
+	if err != nil {
+		return 0, err
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if err != nil {
+			return 0, fmt.Errorf("Deployment %s: %w", o.GetName(), err)
+		}
+		for _, c := range containers {
+			cm, ok := c.(map[string]any)
+			if !ok || cm["name"] != "manager" {
+				continue
+			}
+			limit, ok, err := unstructured.NestedString(cm, "resources", "limits", "memory")
+			if err != nil || !ok {
+				return 0, err
+			}
+			q, err := resource.ParseQuantity(limit)
+			if err != nil {
+				return 0, fmt.Errorf("Deployment %s: limits.memory %q: %w", o.GetName(), limit, err)
+			}
+			return q.Value(), nil
+		}
+	}
+	return 0, fmt.Errorf("%s renders no Deployment with a container named manager", deployDir)
+}
+
+// String lists what is set, for the report.
+func (t Tuning) String() string {
+	var parts []string
+	if t.KubeAPIQPS != 0 || t.KubeAPIBurst != 0 {
+		parts = append(parts, fmt.Sprintf("client limit %g/s burst %d", t.KubeAPIQPS, t.KubeAPIBurst))
+	}
+	if t.ClaimWorkers != 0 {
+		parts = append(parts, fmt.Sprintf("%d claim workers", t.ClaimWorkers))
+	}
+	if t.PoolWorkers != 0 {
+		parts = append(parts, fmt.Sprintf("%d pool workers", t.PoolWorkers))
+	}
+	switch {
+	case t.MemoryLimit > 0:
+		parts = append(parts, fmt.Sprintf("container memory limit %d MiB (soft limit 90%%)", t.MemoryLimit>>20))
+	case t.MemoryLimit < 0:
+		parts = append(parts, "no memory limit")
+	}
+	if len(parts) == 0 {
+		return "the operator's defaults"
+	}
+	return strings.Join(parts, ", ")
+}
 
 // countsInterval is how often the child process writes its request counts,
 // so that the parent can split them by phase.
@@ -59,7 +146,15 @@ func OperatorProcessMain() (bool, error) {
 	if err != nil {
 		return true, fmt.Errorf("%s: %w", operatorWebhookEnv, err)
 	}
-	mgr, err := operator.New(reqs.Wrap(cfg), operatorOptions(os.Getenv(operatorProbeNSEnv), port))
+	o := operatorOptions(os.Getenv(operatorProbeNSEnv), port)
+	if raw := os.Getenv(operatorTuningEnv); raw != "" {
+		var t Tuning
+		if err := json.Unmarshal([]byte(raw), &t); err != nil {
+			return true, fmt.Errorf("%s: %w", operatorTuningEnv, err)
+		}
+		t.apply(&o)
+	}
+	mgr, err := operator.New(reqs.Wrap(cfg), o)
 	if err != nil {
 		return true, err
 	}
@@ -76,13 +171,24 @@ func OperatorProcessMain() (bool, error) {
 			_ = f.Close()
 		}()
 	}
+	if path := os.Getenv(operatorHeapEnv); path != "" {
+		go profilePeaks(peakPath(path))
+	}
 	signalled := ctrl.SetupSignalHandler()
+	measure := make(chan os.Signal, 1)
+	signal.Notify(measure, measureSignal)
+	memoryPath, seq := os.Getenv(operatorMemoryEnv), 0
 	mgrCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mgrCtx) }()
 	for stopped := false; !stopped; {
 		select {
+		case <-measure:
+			seq++
+			if err := writeMemory(memoryPath, measureMemory(seq)); err != nil {
+				ctrl.Log.Error(err, "Memory not written")
+			}
 		case <-signalled.Done():
 			if path := os.Getenv(operatorHeapEnv); path != "" {
 				// Before the manager lets go of its caches.
@@ -102,6 +208,37 @@ func OperatorProcessMain() (bool, error) {
 		err = werr
 	}
 	return true, err
+}
+
+// peakPath is where the heap profile at the peak of the resident set goes,
+// beside the one written at the end.
+func peakPath(path string) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-peak" + ext
+}
+
+// peakStep is how much the resident set must grow past its last profiled
+// peak before the heap is profiled again.
+const peakStep = 1.1
+
+// profilePeaks writes the heap profile (in use as of the last collection,
+// no collection forced) whenever the resident set reaches a new peak, so
+// that what made the peak can be read after the run.
+func profilePeaks(path string) {
+	var peak int64 = 128 << 20
+	for range time.Tick(500 * time.Millisecond) {
+		rss, err := procRSS(os.Getpid())
+		if err != nil || float64(rss) < float64(peak)*peakStep {
+			continue
+		}
+		peak = rss
+		f, err := os.Create(path)
+		if err != nil {
+			continue
+		}
+		_ = pprof.WriteHeapProfile(f)
+		_ = f.Close()
+	}
 }
 
 // writeHeapProfile writes the in-use heap after a collection.
@@ -130,17 +267,19 @@ type runningOperator struct {
 	// child process
 	cmd        *exec.Cmd
 	countsPath string
+	memoryPath string
 	exited     chan error
 }
 
 // startOperator runs the operator under the ServiceAccount and RBAC that
 // config/default installs (cluster.DeployOperatorIdentity), in a child
 // process running exe when exe is set, else in this process.
-func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, exe, logDir, heapProfile, cpuProfile string) (*runningOperator, error) {
+func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, exe, logDir, heapProfile, cpuProfile string, tuning Tuning) (*runningOperator, error) {
 	id, err := c.DeployOperatorIdentity(ctx, deployDir)
 	if err != nil {
 		return nil, err
 	}
+
 	// The webhooks, as config/default installs them, called by URL on
 	// 127.0.0.1 (the operator sets their caBundle).
 	port, err := cluster.FreePort()
@@ -152,6 +291,7 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 	}
 	if exe == "" {
 		o := operatorOptions(probeNS, port)
+		tuning.apply(&o)
 		// The e2e suites run several managers in one process.
 		o.SkipNameValidation = true
 		r := &runningOperator{reqs: NewRequests(), done: make(chan error, 1)}
@@ -169,16 +309,35 @@ func startOperator(ctx context.Context, c *cluster.Cluster, deployDir, probeNS, 
 		return nil, fmt.Errorf("create the operator log: %w", err)
 	}
 	defer log.Close()
-	r := &runningOperator{countsPath: filepath.Join(c.Dir, "operator-requests.json"), exited: make(chan error, 1)}
+	r := &runningOperator{countsPath: filepath.Join(c.Dir, "operator-requests.json"), memoryPath: filepath.Join(c.Dir, "operator-memory.json"),
+		exited: make(chan error, 1)}
+	rawTuning, err := json.Marshal(tuning)
+	if err != nil {
+		return nil, err
+	}
 	r.cmd = exec.Command(exe)
-	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS,
-		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile, operatorWebhookEnv+"="+strconv.Itoa(port))
+	r.cmd.Env = append(operatorEnviron(), "KUBECONFIG="+id.KubeconfigPath, operatorCountsEnv+"="+r.countsPath, operatorProbeNSEnv+"="+probeNS,
+		operatorHeapEnv+"="+heapProfile, operatorCPUEnv+"="+cpuProfile, operatorWebhookEnv+"="+strconv.Itoa(port), operatorMemoryEnv+"="+r.memoryPath,
+		operatorTuningEnv+"="+string(rawTuning))
 	r.cmd.Stdout, r.cmd.Stderr = log, log
 	if err := r.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the operator process %s: %w", exe, err)
 	}
 	go func() { r.exited <- r.cmd.Wait() }()
 	return r, nil
+}
+
+// operatorEnviron is this process's environment without the Go
+// runtime's tuning (GOGC, GOMEMLIMIT): the operator runs with its own
+// defaults, whatever the harness was given.
+func operatorEnviron() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // requests returns the requests made so far (in a child process: as of
@@ -260,4 +419,12 @@ func procCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	return time.Duration(ut+st) * time.Second / userHZ, nil
+}
+
+// pid is the operator child process's, 0 for an operator in this process.
+func (r *runningOperator) pid() int {
+	if r.cmd == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
 }

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -81,6 +82,12 @@ type Config struct {
 	// RepublishPercent of the nodes republish their pools under a new
 	// generation. Default 10.
 	RepublishPercent int
+	// PublishSteps splits the initial publication: the nodes are created
+	// in that many equal steps, the next once every DevicePool of the
+	// previous is right, and the operator's memory is measured after each
+	// (Report.Memory), so that the memory each step of nodes adds can be
+	// compared. Default 1.
+	PublishSteps int
 	// NodeHeartbeat slows kwok (cluster.Options.NodeHeartbeat). Default 60s.
 	NodeHeartbeat time.Duration
 	// CRDDir and DeployDir are config/crd/bases and config/default.
@@ -93,6 +100,8 @@ type Config struct {
 	// HeapProfile, with OperatorExecutable, is where the operator process
 	// writes its in-use heap profile when it is stopped.
 	HeapProfile string
+	// Tuning overrides defaults of the operator.
+	Tuning Tuning
 	// CPUProfile, with OperatorExecutable, is where the operator process
 	// writes its CPU profile of the whole run.
 	CPUProfile string
@@ -104,6 +113,9 @@ type Config struct {
 	// CheckInterval is how often the DevicePools are compared with the
 	// model. Default 1s.
 	CheckInterval time.Duration
+	// PhaseEnded, when set, is called at the end of each phase, with its
+	// name, while the cluster still runs (the harness's own heap profile).
+	PhaseEnded func(phase string)
 	// Logf receives progress lines. Default: discard.
 	Logf func(format string, args ...any)
 }
@@ -126,6 +138,12 @@ func (c *Config) defaults() error {
 	}
 	if c.RepublishPercent <= 0 {
 		c.RepublishPercent = 10
+	}
+	if c.PublishSteps <= 0 {
+		c.PublishSteps = 1
+	}
+	if c.Nodes/c.PublishSteps < c.Domains*domainHosts {
+		return fmt.Errorf("scale: the first of %d publication steps has %d nodes, fewer than the %d hosts of %d domains", c.PublishSteps, c.Nodes/c.PublishSteps, c.Domains*domainHosts, c.Domains)
 	}
 	if c.NodeHeartbeat <= 0 {
 		c.NodeHeartbeat = time.Minute
@@ -155,6 +173,51 @@ type Phase struct {
 	CPU time.Duration
 	// Requests the operator made in the phase.
 	Requests RequestCounts
+	// Processes is what the operator (when in a child process), each
+	// process of the control plane and the harness used in the phase, by
+	// name (Operator, Harness, the binaries' names).
+	Processes map[string]ProcessUsage
+}
+
+// MemoryReport is the operator's memory after a full collection
+// (Memory), before the simulated driver published and after each
+// publication step.
+type MemoryReport struct {
+	// Measured is false when the operator ran in the harness's process.
+	Measured bool
+	// Before is measured once the operator runs, before any slice.
+	Before Memory
+	// Steps is measured after each publication step, once every
+	// DevicePool was right; StepNodes are the nodes each step added.
+	Steps     []Memory
+	StepNodes []int
+}
+
+// PerNode is what each node of publication step i added to the
+// operator's resident set and live heap, in bytes.
+func (m MemoryReport) PerNode(i int) (rss, heap float64) {
+	if !m.Measured || i >= len(m.Steps) || m.StepNodes[i] == 0 {
+		return 0, 0
+	}
+	prev := m.Before
+	if i > 0 {
+		prev = m.Steps[i-1]
+	}
+	n := float64(m.StepNodes[i])
+	return float64(m.Steps[i].RSS-prev.RSS) / n, float64(m.Steps[i].HeapLive-prev.HeapLive) / n
+}
+
+// PerNodeAll is what each node of the whole publication added.
+func (m MemoryReport) PerNodeAll() (rss, heap float64) {
+	if !m.Measured || len(m.Steps) == 0 {
+		return 0, 0
+	}
+	n := 0
+	for _, k := range m.StepNodes {
+		n += k
+	}
+	last := m.Steps[len(m.Steps)-1]
+	return float64(last.RSS-m.Before.RSS) / float64(n), float64(last.HeapLive-m.Before.HeapLive) / float64(n)
 }
 
 // Report is what Run measured. Problems lists every correctness failure;
@@ -174,16 +237,24 @@ type Report struct {
 	// Burst: allocations per second over the burst (first claim created
 	// to last allocation seen), latency of each claim from its create
 	// call to its allocation seen in a watch.
-	BurstRate                           float64
-	BurstWall                           time.Duration
+	BurstRate float64
+	BurstWall time.Duration
+	// BurstCreate is how long creating the burst's claims took.
+	BurstCreate                         time.Duration
 	BurstP50, BurstP99, BurstMax        time.Duration
 	BurstPoolsCorrect                   time.Duration
 	Republished                         int
 	RepublishCorrect, RepublishFromEdit time.Duration
-	Phases                              []Phase
+	// RepublishFirstSlice and RepublishLastSlice are the first and last
+	// slice events after the relabel, from the relabel: how long the
+	// simulated driver took.
+	RepublishFirstSlice, RepublishLastSlice time.Duration
+	Phases                                  []Phase
 	// Requests is every request of the operator; Usage its process.
 	Requests RequestCounts
 	Usage    Usage
+	// Memory is the operator's memory around the publication.
+	Memory MemoryReport
 	// LoadBefore and LoadAfter are /proc/loadavg.
 	LoadBefore, LoadAfter string
 	Problems              []string
@@ -196,9 +267,14 @@ func (r *Report) problem(format string, args ...any) {
 // watcher follows the objects the checks read, and when they last
 // changed.
 type watcher struct {
-	cache          cache.Cache
-	lastSlice      atomic.Int64 // unix nanoseconds of the last slice event
-	lastAny        atomic.Int64 // ... of the last event of any watched kind
+	cache     cache.Cache
+	lastSlice atomic.Int64 // unix nanoseconds of the last slice event
+	lastAny   atomic.Int64 // ... of the last event of any watched kind
+	// firstSlice is the first slice event after mark (0: none yet).
+	mark, firstSlice atomic.Int64
+	// sliceEvents counts slice adds, updates and deletes, for the
+	// progress lines.
+	sliceEvents    [3]atomic.Int64
 	mu             sync.Mutex
 	allocatedAt    map[string]time.Time
 	lastAllocation time.Time
@@ -208,8 +284,17 @@ func (w *watcher) touch(slice bool) {
 	now := time.Now().UnixNano()
 	if slice {
 		w.lastSlice.Store(now)
+		if m := w.mark.Load(); m != 0 && now >= m {
+			w.firstSlice.CompareAndSwap(0, now)
+		}
 	}
 	w.lastAny.Store(now)
+}
+
+// markAt starts waiting for the first slice event after t.
+func (w *watcher) markAt(t time.Time) {
+	w.firstSlice.Store(0)
+	w.mark.Store(t.UnixNano())
 }
 
 func startWatcher(ctx context.Context, cfg *rest.Config) (*watcher, error) {
@@ -222,17 +307,28 @@ func startWatcher(ctx context.Context, cfg *rest.Config) (*watcher, error) {
 		return toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				w.touch(slice)
+				if slice {
+					w.sliceEvents[0].Add(1)
+				}
 				if onClaim {
 					w.claimSeen(obj)
 				}
 			},
 			UpdateFunc: func(_, obj any) {
 				w.touch(slice)
+				if slice {
+					w.sliceEvents[1].Add(1)
+				}
 				if onClaim {
 					w.claimSeen(obj)
 				}
 			},
-			DeleteFunc: func(any) { w.touch(slice) },
+			DeleteFunc: func(any) {
+				w.touch(slice)
+				if slice {
+					w.sliceEvents[2].Add(1)
+				}
+			},
 		}
 	}
 	for _, h := range []struct {
@@ -336,6 +432,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	if cfg.Tuning.MemoryLimit == 0 && cfg.OperatorExecutable != "" {
+		// As deployed. (An operator in this process gets none: the limit
+		// is a setting of the whole process.)
+		limit, err := deployedMemoryLimit(cfg.DeployDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Tuning.MemoryLimit = limit
+	}
 	rep := &Report{Config: cfg, LoadBefore: loadavg()}
 	logf := cfg.Logf
 
@@ -378,26 +483,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
-	// Nodes.
+	// Nodes of the first publication step.
+	steps := stepSizes(cfg.Nodes, cfg.PublishSteps)
 	begin = time.Now()
-	nodes, err := createNodes(ctx, cs, cfg)
-	if err != nil {
+	nodes := &nodeLabels{labels: map[string]map[string]string{}}
+	if err := createNodes(ctx, cs, cfg, nodes, 0, steps[0]); err != nil {
 		return nil, err
 	}
-	if err := waitNodesReady(ctx, cs, cfg); err != nil {
+	if err := waitNodesReady(ctx, cs, cfg, steps[0]); err != nil {
 		return nil, err
 	}
 	rep.NodesReady = time.Since(begin)
-	logf("%d nodes Ready in %s", cfg.Nodes, rep.NodesReady.Round(time.Millisecond))
+	logf("%d nodes Ready in %s", steps[0], rep.NodesReady.Round(time.Millisecond))
 
 	w, err := startWatcher(ctx, c.Config)
 	if err != nil {
 		return nil, err
 	}
 
-	// The operator, then the simulated driver.
+	// The operator; its memory once it runs; then the simulated driver.
 	phaseStart := time.Now()
-	op, err := startOperator(ctx, c, cfg.DeployDir, Namespace, cfg.OperatorExecutable, logDir, cfg.HeapProfile, cfg.CPUProfile)
+	op, err := startOperator(ctx, c, cfg.DeployDir, Namespace, cfg.OperatorExecutable, logDir, cfg.HeapProfile, cfg.CPUProfile, cfg.Tuning)
 	if err != nil {
 		return nil, err
 	}
@@ -407,6 +513,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			_, _, _ = op.stop()
 		}
 	}()
+	mon := startMonitor(c.Dir, op.pid())
+	defer mon.close()
 	var phaseReq RequestCounts
 	var phaseCPU time.Duration
 	endPhase := func(name string) {
@@ -415,12 +523,31 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.problem("phase %s: %v", name, err)
 		}
 		cpu, _ := op.cpu()
-		rep.Phases = append(rep.Phases, Phase{Name: name, Wall: time.Since(phaseStart), CPU: cpu - phaseCPU, Requests: req.Minus(phaseReq)})
+		rep.Phases = append(rep.Phases, Phase{Name: name, Wall: time.Since(phaseStart), CPU: cpu - phaseCPU, Requests: req.Minus(phaseReq),
+			Processes: mon.end()})
+		if cfg.PhaseEnded != nil {
+			cfg.PhaseEnded(name)
+		}
 		phaseReq, phaseCPU, phaseStart = req, cpu, time.Now()
 	}
+	measure := func(what string) (Memory, bool) {
+		m, ok, err := op.memory(ctx)
+		if err != nil {
+			rep.problem("operator memory %s: %v", what, err)
+			return Memory{}, false
+		}
+		if ok {
+			logf("operator memory %s: RSS %.0f MiB, live heap %.0f MiB", what, mib(m.RSS), mib(m.HeapLive))
+		}
+		return m, ok
+	}
+	if err := waitStackReady(ctx, crc, cfg.PhaseTimeout); err != nil {
+		return nil, err
+	}
+	rep.Memory.Before, rep.Memory.Measured = measure("before the publication")
 
 	inv := Inventory()
-	simStart := time.Now()
+	stepStart := time.Now()
 	s, err := sim.Start(ctx, sim.Options{Client: cs, Inventory: inv, KeepSlicesOnStop: true, Workers: 64})
 	if err != nil {
 		return nil, err
@@ -430,6 +557,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	check := func(what string) (time.Duration, *snapshot, error) {
 		var last []string
 		deadline := time.Now().Add(cfg.PhaseTimeout)
+		nextProgress := time.Now().Add(progressInterval)
 		for {
 			select {
 			case <-ctx.Done():
@@ -445,7 +573,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return 0, nil, err
 			}
-			mism, n := snap.mismatches(time.Now())
+			mism, n, wrong := snap.mismatches(time.Now())
 			if missing == 0 && len(mism) == 0 && w.lastAny.Load() == lastAny {
 				// Nothing changed while the snapshot was read and
 				// compared: it held since the last event.
@@ -456,25 +584,50 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return correctAt.Sub(sliceAt), snap, nil
 			}
 			last = append([]string{fmt.Sprintf("%d pools unpublished", missing)}, mism...)
+			if time.Now().After(nextProgress) {
+				nextProgress = time.Now().Add(progressInterval)
+				logf("%s: %d DevicePools, %d pools unpublished, %d of %d wrong (slices added %d, updated %d, deleted %d; last slice %s ago)", what,
+					len(snap.pools), missing, wrong, n, w.sliceEvents[0].Load(), w.sliceEvents[1].Load(), w.sliceEvents[2].Load(),
+					time.Since(time.Unix(0, w.lastSlice.Load())).Round(time.Millisecond))
+			}
 			if time.Now().After(deadline) {
 				return 0, snap, fmt.Errorf("%s: DevicePools not correct after %s: %s", what, cfg.PhaseTimeout, strings.Join(last, "; "))
 			}
 		}
 	}
 
-	// Phase 1: initial publication.
-	d, snap, err := check("initial publication")
-	if err != nil {
-		rep.problem("%v", err)
-		return rep, nil
+	// Phase 1: the initial publication, in steps.
+	var snap *snapshot
+	created := steps[0]
+	for i, n := range steps {
+		name := "publish and validate"
+		if len(steps) > 1 {
+			name = fmt.Sprintf("publish and validate %d/%d", i+1, len(steps))
+		}
+		if i > 0 {
+			stepStart = time.Now()
+			if err := createNodes(ctx, cs, cfg, nodes, created, created+n); err != nil {
+				return nil, err
+			}
+			created += n
+		}
+		var d time.Duration
+		d, snap, err = check(name)
+		if err != nil {
+			rep.problem("%v", err)
+			return rep, nil
+		}
+		rep.SyncCorrect = d
+		rep.Publish = time.Unix(0, w.lastSlice.Load()).Sub(stepStart)
+		endPhase(name)
+		m, _ := measure(fmt.Sprintf("after %d nodes", created))
+		rep.Memory.Steps = append(rep.Memory.Steps, m)
+		rep.Memory.StepNodes = append(rep.Memory.StepNodes, n)
 	}
-	rep.SyncCorrect = d
-	rep.Publish = time.Unix(0, w.lastSlice.Load()).Sub(simStart)
 	rep.Pools, rep.Slices = len(snap.pools), len(snap.slices)
 	for _, sl := range snap.slices {
 		rep.Devices += len(sl.Spec.Devices)
 	}
-	endPhase("publish and validate")
 
 	// Phase 2: the burst.
 	if err := burst(ctx, cs, w, cfg, rep); err != nil {
@@ -494,21 +647,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, v := range doubleAllocations(claims.Items) {
 		rep.problem("device allocated twice: %s", v)
 	}
-	endPhase("claim burst")
+	endPhase(PhaseBurst)
 
 	// Phase 3: 10% of the nodes republish under a new generation.
 	edit := time.Now()
+	w.markAt(edit)
 	rep.Republished, err = republish(ctx, cs, nodes, cfg)
 	if err != nil {
 		return nil, err
 	}
-	d, _, err = check("republish")
+	d, _, err := check("republish")
 	if err != nil {
 		rep.problem("%v", err)
 		return rep, nil
 	}
 	rep.RepublishCorrect = d
 	rep.RepublishFromEdit = time.Unix(0, w.lastAny.Load()).Sub(edit)
+	rep.RepublishFirstSlice = time.Unix(0, w.firstSlice.Load()).Sub(edit)
+	rep.RepublishLastSlice = time.Unix(0, w.lastSlice.Load()).Sub(edit)
 	endPhase("republish")
 
 	stopped = true
@@ -523,6 +679,71 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.LoadAfter = loadavg()
 	return rep, nil
 }
+
+// progressInterval is how often a check that has not passed yet logs
+// where it stands.
+const progressInterval = 5 * time.Second
+
+// PhaseBurst names the phase of the claim burst.
+const PhaseBurst = "claim burst"
+
+// Phase returns the phase of that name.
+func (r *Report) Phase(name string) (Phase, bool) {
+	for _, p := range r.Phases {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Phase{}, false
+}
+
+// PerAllocation is the operator's requests in the claim burst by verb and
+// resource, divided by the claims of the burst.
+func (r *Report) PerAllocation() map[string]float64 {
+	p, ok := r.Phase(PhaseBurst)
+	if !ok || r.Config.Claims == 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for k, v := range p.Requests.ByVerbResource {
+		out[k] = float64(v) / float64(r.Config.Claims)
+	}
+	return out
+}
+
+// stepSizes splits n nodes into steps equal steps, the remainder in the
+// last.
+func stepSizes(n, steps int) []int {
+	out := make([]int, steps)
+	for i := range out {
+		out[i] = n / steps
+	}
+	out[steps-1] += n % steps
+	return out
+}
+
+// waitStackReady waits until the operator has written the DRAStack's
+// Ready condition: its caches synced and its controllers run.
+func waitStackReady(ctx context.Context, c client.Client, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var st v1alpha1.DRAStack
+		err := c.Get(ctx, client.ObjectKey{Name: v1alpha1.DRAStackName}, &st)
+		if err == nil && meta.FindStatusCondition(st.Status.Conditions, v1alpha1.ConditionReady) != nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the operator wrote no Ready condition on the DRAStack within %s (last error %v)", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func (w *watcher) lastAllocationTime() time.Time {
 	w.mu.Lock()
@@ -569,12 +790,12 @@ func setup(ctx context.Context, cs kubernetes.Interface, crc client.Client, cfg 
 // nodeName is the name of the i-th node.
 func nodeName(i int) string { return fmt.Sprintf("scale-%04d", i) }
 
-// createNodes creates the nodes in parallel; the first 16 x Domains are
-// the hosts of the multi-host domains.
-func createNodes(ctx context.Context, cs kubernetes.Interface, cfg Config) (*nodeLabels, error) {
-	out := &nodeLabels{labels: map[string]map[string]string{}}
-	specs := make([]cluster.NodeSpec, cfg.Nodes)
-	for i := range specs {
+// createNodes creates nodes from to to-1 in parallel and records their
+// labels in out; the first 16 x Domains nodes are the hosts of the
+// multi-host domains.
+func createNodes(ctx context.Context, cs kubernetes.Interface, cfg Config, out *nodeLabels, from, to int) error {
+	specs := make([]cluster.NodeSpec, 0, to-from)
+	for i := from; i < to; i++ {
 		labels := map[string]string{}
 		if d := i / domainHosts; d < cfg.Domains {
 			h := i % domainHosts
@@ -582,19 +803,23 @@ func createNodes(ctx context.Context, cs kubernetes.Interface, cfg Config) (*nod
 			labels[tpuDomainLabel] = "d" + strconv.Itoa(d)
 			labels[tpuCoordsLabel] = fmt.Sprintf("%d.%d", h/domainHostsY, h%domainHostsY)
 		}
-		specs[i] = cluster.NodeSpec{Name: nodeName(i), Labels: labels}
-		out.labels[specs[i].Name] = cluster.NewNode(specs[i]).Labels
+		specs = append(specs, cluster.NodeSpec{Name: nodeName(i), Labels: labels})
 	}
-	err := parallel(ctx, 16, len(specs), func(ctx context.Context, i int) error {
+	out.mu.Lock()
+	for _, spec := range specs {
+		out.labels[spec.Name] = cluster.NewNode(spec).Labels
+	}
+	out.mu.Unlock()
+	return parallel(ctx, 16, len(specs), func(ctx context.Context, i int) error {
 		if _, err := cs.CoreV1().Nodes().Create(ctx, cluster.NewNode(specs[i]), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create node %s: %w", specs[i].Name, err)
 		}
 		return nil
 	})
-	return out, err
 }
 
-func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cfg Config) error {
+// waitNodesReady waits until n nodes are Ready.
+func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cfg Config, n int) error {
 	deadline := time.Now().Add(cfg.PhaseTimeout)
 	for {
 		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
@@ -605,12 +830,12 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cfg Config) er
 					ready++
 				}
 			}
-			if ready >= cfg.Nodes {
+			if ready >= n {
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d nodes Ready after %s (last error %v)", ready, cfg.Nodes, cfg.PhaseTimeout, err)
+			return fmt.Errorf("%d of %d nodes Ready after %s (last error %v)", ready, n, cfg.PhaseTimeout, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -641,7 +866,8 @@ func burst(ctx context.Context, cs kubernetes.Interface, w *watcher, cfg Config,
 	if err != nil {
 		return err
 	}
-	cfg.Logf("burst: %d claims created in %s", cfg.Claims, time.Since(begin).Round(time.Millisecond))
+	rep.BurstCreate = time.Since(begin)
+	cfg.Logf("burst: %d claims created in %s", cfg.Claims, rep.BurstCreate.Round(time.Millisecond))
 	deadline := time.Now().Add(cfg.PhaseTimeout)
 	for {
 		w.mu.Lock()

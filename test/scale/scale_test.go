@@ -4,17 +4,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	ctrlpool "github.com/drastack/drastack/internal/controller/pool"
@@ -120,7 +123,10 @@ func TestMismatches(t *testing.T) {
 			dps := good()
 			tc.change(dps)
 			s := &snapshot{slices: slices, claims: claims, pools: dps}
-			got, n := s.mismatches(time.Now())
+			got, n, wrong := s.mismatches(time.Now())
+			if wrong != len(got) {
+				t.Errorf("%d mismatches counted, %d described", wrong, len(got))
+			}
 			if n != 2 {
 				t.Errorf("%d pools, want 2", n)
 			}
@@ -140,5 +146,35 @@ func TestDoubleAllocations(t *testing.T) {
 	}
 	if got := doubleAllocations([]resourceapi.ResourceClaim{claim("c1", "a", "x"), claim("c2", "a", "x")}); len(got) != 1 {
 		t.Errorf("one device twice: %v", got)
+	}
+}
+
+// The harness gives the operator the memory limit of the Deployment
+// config/default installs, as the Deployment passes it.
+func TestDeployedMemoryLimit(t *testing.T) {
+	root := filepath.Join("..", "..")
+	_, deploy := RepoDirs(root)
+	got, err := deployedMemoryLimit(deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "manager", "manager.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for _, doc := range strings.Split(string(data), "\n---") {
+		var d appsv1.Deployment
+		if err := yaml.Unmarshal([]byte(doc), &d); err != nil || d.Kind != "Deployment" {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.Name == "manager" {
+				want = c.Resources.Limits.Memory().Value()
+			}
+		}
+	}
+	if want == 0 || got != want {
+		t.Errorf("deployedMemoryLimit = %d, config/manager/manager.yaml says %d", got, want)
 	}
 }

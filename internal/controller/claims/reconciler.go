@@ -73,6 +73,9 @@ type Reconciler struct {
 	StatusInterval time.Duration
 	// MaxSteps bounds each engine search; 0 is the engine's default.
 	MaxSteps int64
+	// Workers is how many immediate claims are reconciled (and their
+	// allocations written) at once; default claimWorkers.
+	Workers int
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
 	// FenceNamespace holds the allocation fence's Lease (the operator's

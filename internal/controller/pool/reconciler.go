@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,24 @@ const FieldManager = "drastack-pool"
 // the worker count, bounds the load on the API server.
 const DefaultWorkers = 16
 
+// Defaults of Reconciler.SliceBatch and ClaimBatch. A driver writes a
+// pool's slices back to back, so a short wait turns the writes of its
+// incomplete states into one; allocations arrive in bursts (a thousand
+// claims a second, two on each GPU pool), and one write a pool per half
+// second keeps the DevicePools a second behind at most while a burst
+// costs one write per pool instead of one per allocation (make
+// bench-scale).
+const (
+	DefaultSliceBatch = time.Second
+	DefaultClaimBatch = 500 * time.Millisecond
+)
+
+// createdWait is how long a DevicePool this process created may be
+// missing from its cache before it is created again: the cache shows a
+// new object within a second or two even on a loaded API server, and its
+// event queues the pool at once.
+const createdWait = 10 * time.Second
+
 // Reconciler keeps one DevicePool per resource pool (driver, pool name)
 // up to date. It is driven by pool IDs, not by objects: informer events
 // update the in-memory model and enqueue the pools they touched (see
@@ -48,12 +67,21 @@ type Reconciler struct {
 	// StackStatusInterval is the least time between two writes of the
 	// DRAStack's pool status; default DefaultStackStatusInterval.
 	StackStatusInterval time.Duration
+	// SliceBatch and ClaimBatch batch the status writes of a pool: a pool
+	// that slices (or DeviceTaintRules) change is validated and written
+	// that long after the first change, a pool that allocations change
+	// after ClaimBatch, with every change that arrived meanwhile; default
+	// DefaultSliceBatch and DefaultClaimBatch. Negative: at once.
+	SliceBatch, ClaimBatch time.Duration
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
 
 	model *model
 	board *board
 	cfg   atomic.Pointer[config]
+	// created remembers when this process created the DevicePool of a
+	// pool its cache does not show yet (see awaitCreated).
+	created sync.Map
 }
 
 // RBAC of the DevicePool controller; each marker says which code needs it.
@@ -134,12 +162,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, id poolpkg.ID) (reconcile.Re
 	}
 
 	if dp == nil {
+		if wait, ok := r.awaitCreated(id, now); ok {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
 		dp = newDevicePool(name, id)
 		if err := r.Client.Create(ctx, dp, client.FieldOwner(FieldManager)); err != nil {
 			// AlreadyExists means the cache is behind; the retry sees it.
 			return reconcile.Result{}, fmt.Errorf("create DevicePool %s for pool %s: %w", name, id, err)
 		}
+		r.created.Store(id, now)
 		logger.V(1).Info("Created DevicePool", "devicePool", name)
+	} else {
+		r.created.Delete(id)
 	}
 	// The cached DevicePool can be compared with only when it shows this
 	// process's last write (or this process has not written it yet).
@@ -170,6 +204,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, id poolpkg.ID) (reconcile.Re
 		r.board.set(newEntry(id, &v.status, v.problems, warned, version))
 	}
 	return reconcile.Result{RequeueAfter: v.requeue}, nil
+}
+
+// awaitCreated reports whether this process created the pool's
+// DevicePool less than createdWait ago and its cache does not show it
+// yet: the pool is validated again when the cache does (the DevicePool's
+// create event queues it), instead of a second create that can only fail
+// as AlreadyExists. It returns when to look again at the latest.
+func (r *Reconciler) awaitCreated(id poolpkg.ID, now time.Time) (time.Duration, bool) {
+	v, ok := r.created.Load(id)
+	if !ok {
+		return 0, false
+	}
+	left := v.(time.Time).Add(createdWait).Sub(now)
+	if left <= 0 {
+		r.created.Delete(id)
+		return 0, false
+	}
+	return left, true
 }
 
 func (r *Reconciler) emit(dp *v1alpha1.DevicePool, ev healthEvent) {

@@ -100,6 +100,28 @@ func add(q queue, ids []poolpkg.ID) {
 	}
 }
 
+// addBatched queues the pools after delay (at once when it is not
+// positive). The queue keeps one entry per pool and the earliest time it
+// was asked for, so every change within delay of a pool's first one is
+// validated and written together.
+func addBatched(q queue, ids []poolpkg.ID, delay time.Duration) {
+	if delay <= 0 {
+		add(q, ids)
+		return
+	}
+	for _, id := range ids {
+		q.AddAfter(id, delay)
+	}
+}
+
+// batch returns a configured batching delay, or its default when unset.
+func batch(configured, def time.Duration) time.Duration {
+	if configured == 0 {
+		return def
+	}
+	return configured
+}
+
 // addAll queues every pool at low priority (with controller-runtime's
 // priority queue), so that a resync of 10,000 pools does not delay the
 // pools that real events touch.
@@ -135,33 +157,39 @@ type (
 	stackEvents = handler.TypedFuncs[*v1alpha1.DRAStack, poolpkg.ID]
 )
 
+// sliceHandler follows ResourceSlices: the pools a slice event touched
+// are validated SliceBatch later.
 func (r *Reconciler) sliceHandler() handler.TypedEventHandler[*resourceapi.ResourceSlice, poolpkg.ID] {
+	delay := batch(r.SliceBatch, DefaultSliceBatch)
 	return sliceEvent{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.ResourceSlice], q queue) {
-			add(q, r.model.upsertSlice(nil, e.Object))
+			addBatched(q, r.model.upsertSlice(nil, e.Object), delay)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.ResourceSlice], q queue) {
 			if e.ObjectOld.ResourceVersion == e.ObjectNew.ResourceVersion {
 				return // informer resync: nothing changed
 			}
-			add(q, r.model.upsertSlice(e.ObjectOld, e.ObjectNew))
+			addBatched(q, r.model.upsertSlice(e.ObjectOld, e.ObjectNew), delay)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceSlice], q queue) {
-			add(q, r.model.deleteSlice(e.Object))
+			addBatched(q, r.model.deleteSlice(e.Object), delay)
 		},
 	}
 }
 
+// claimHandler follows allocations: the pools whose devices an
+// allocation took or gave back are validated ClaimBatch later.
 func (r *Reconciler) claimHandler() handler.TypedEventHandler[*resourceapi.ResourceClaim, poolpkg.ID] {
+	delay := batch(r.ClaimBatch, DefaultClaimBatch)
 	return claimEvent{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.ResourceClaim], q queue) {
-			add(q, r.model.upsertClaim(nil, e.Object))
+			addBatched(q, r.model.upsertClaim(nil, e.Object), delay)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.ResourceClaim], q queue) {
-			add(q, r.model.upsertClaim(e.ObjectOld, e.ObjectNew))
+			addBatched(q, r.model.upsertClaim(e.ObjectOld, e.ObjectNew), delay)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceClaim], q queue) {
-			add(q, r.model.deleteClaim(e.Object))
+			addBatched(q, r.model.deleteClaim(e.Object), delay)
 		},
 	}
 }
@@ -169,18 +197,19 @@ func (r *Reconciler) claimHandler() handler.TypedEventHandler[*resourceapi.Resou
 // ruleHandler follows DeviceTaintRules: a rule that appears, changes or
 // goes queues the pools whose devices it may taint.
 func (r *Reconciler) ruleHandler() handler.TypedEventHandler[*resourceapi.DeviceTaintRule, poolpkg.ID] {
+	delay := batch(r.SliceBatch, DefaultSliceBatch)
 	return ruleEvent{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.DeviceTaintRule], q queue) {
-			add(q, r.model.upsertRule(nil, e.Object))
+			addBatched(q, r.model.upsertRule(nil, e.Object), delay)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.DeviceTaintRule], q queue) {
 			if e.ObjectOld.Generation == e.ObjectNew.Generation {
 				return // status only
 			}
-			add(q, r.model.upsertRule(e.ObjectOld, e.ObjectNew))
+			addBatched(q, r.model.upsertRule(e.ObjectOld, e.ObjectNew), delay)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.DeviceTaintRule], q queue) {
-			add(q, r.model.deleteRule(e.Object))
+			addBatched(q, r.model.deleteRule(e.Object), delay)
 		},
 	}
 }
@@ -213,6 +242,10 @@ func (r *Reconciler) devicePoolHandler() handler.TypedEventHandler[*v1alpha1.Dev
 			queueOwner(e.Object, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*v1alpha1.DevicePool], q queue) {
+			if id, ok := idOf(e.Object.Annotations); ok {
+				// Deleted by someone: created again at once.
+				r.created.Delete(id)
+			}
 			queueOwner(e.Object, q)
 		},
 	}
