@@ -396,6 +396,20 @@ func (w *chWatch) leaseChangeAfter(lease string, from time.Time) (time.Time, boo
 	return time.Time{}, false
 }
 
+// leaseChanges counts the changes of holder of the lease seen in
+// (from, to].
+func (w *chWatch) leaseChanges(lease string, from, to time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, l := range w.leases {
+		if l.lease == lease && l.at.After(from) && !l.at.After(to) {
+			n++
+		}
+	}
+	return n
+}
+
 // firstOperatorAllocation returns when the watcher first saw the operator
 // allocate a claim that it first saw after from: a claim that a process
 // stopped or killed at from never saw, so its allocation is the work of

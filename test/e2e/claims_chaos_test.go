@@ -163,6 +163,7 @@ func TestClaimsChaos(t *testing.T) {
 			}
 			s.watch = startChaosWatch(t, c, s.id.Namespace)
 			s.watch.setStrict(chCentralPools()...)
+			chCheckWatcher(ctx, t, c, s.watch)
 			begin := time.Now()
 			s.startReplica(t)
 			ctx = context.WithValue(ctx, chKeyT{}, s)
@@ -290,6 +291,10 @@ func TestClaimsChaos(t *testing.T) {
 				t.Errorf("the deposed leader %s still runs a minute after SIGCONT", leader.name)
 				_ = leader.proc.Kill()
 			}
+			// Terms started after the standby's first one: each takes the
+			// allocation fence from the other process and sweeps.
+			churn := s.watch.leaseChanges(fence.DefaultName, fenced, time.Now())
+			t.Logf("(e1): the allocation fence changed holder %d times between the standby's first term and the deposed leader's exit", churn)
 			s.dropReplica(leader)
 			s.startReplica(t)
 			objs := s.finishPart(ctx, t, c, st)
@@ -492,6 +497,51 @@ func TestClaimsChaos(t *testing.T) {
 		}).
 		Feature()
 	testenv.Test(t, feature)
+}
+
+// chCheckWatcher makes the watcher see what it is there to catch, with
+// claims whose allocations the test writes itself: a device in two
+// claims, and a central device allocated by someone other than the
+// operator. It fails the test unless the watcher reports both, then
+// deletes the claims and forgets the reports.
+func chCheckWatcher(ctx context.Context, t *testing.T, c *cluster.Cluster, w *chWatch) {
+	t.Helper()
+	const fake = "selfcheck.chaos.e2e.drastack.io"
+	claims := []*resourceapi.ResourceClaim{
+		createAllocatedClaim(ctx, t, c, chNamespaceA, "selfcheck-x", fake, "p", "d0"),
+		createAllocatedClaim(ctx, t, c, chNamespaceA, "selfcheck-y", fake, "p", "d0"),
+		createAllocatedClaim(ctx, t, c, chNamespaceA, "selfcheck-z", chDriver, chNode(0), fmt.Sprintf("dev-%d", chDevices-1)),
+	}
+	var twice, partition []string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, clTimeout, true, func(context.Context) (bool, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		twice, partition = slices.Clone(w.violations), slices.Clone(w.partition)
+		return len(twice) > 0 && len(partition) > 0, nil
+	})
+	if err != nil || len(twice) != 1 || !strings.Contains(twice[0], fake+"/p/d0") || !strings.Contains(partition[0], "selfcheck-z") {
+		t.Fatalf("the watcher does not see what it checks: device given twice %v, partition %v (%v)", twice, partition, err)
+	}
+	for _, cl := range claims {
+		if err := c.Client.ResourceV1().ResourceClaims(cl.Namespace).Delete(ctx, cl.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, clTimeout, true, func(context.Context) (bool, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, cl := range claims {
+			if len(w.held[chKey(cl.Namespace, cl.Name)]) > 0 {
+				return false, nil
+			}
+		}
+		w.violations, w.partition = nil, nil
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the watcher did not see the self-check claims deleted: %v", err)
+	}
+	t.Logf("the watcher reported the test's own double allocation (%s) and central allocation (%s)", twice[0], partition[0])
 }
 
 // chSpec is the suite's spec.claims: the pools given of chDriver are
