@@ -390,6 +390,9 @@ func TestClaimsChaos(t *testing.T) {
 		Assess("(c) a pool moved into the partition and out again by DRAStack edits mid-burst", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c, s := mustCluster(ctx, t), ctx.Value(chKeyT{}).(*chState)
 			chRequireJoin(ctx, t, c)
+			// Part (b) has settled: the pools of the start are the
+			// operator's alone again.
+			s.watch.setStrict(chCentralPools()...)
 			mover := chNode(chMoverNode)
 			name := central.RuleName(chDriver, mover)
 			// Join: the mover pool becomes central while kube-scheduler
