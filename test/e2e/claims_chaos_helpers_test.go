@@ -218,9 +218,9 @@ type chWatch struct {
 	partition   []string
 	// allocs are the allocations seen, in the order seen (a claim
 	// allocated again appears again).
-	allocs  []chAlloc
-	leases  []chLeaseChange
-	holders map[string]string
+	allocs       []chAlloc
+	leases       []chLeaseChange
+	leaseHolders map[string]string
 }
 
 // chAlloc is an allocation the watcher saw.
@@ -252,7 +252,7 @@ func startChaosWatch(t *testing.T, c *cluster.Cluster, operatorNS string) *chWat
 	w := &chWatch{
 		stWatch: &stWatch{seenAt: map[string]time.Time{}, allocatedAt: map[string]time.Time{}, runningAt: map[string]time.Time{},
 			holders: map[string]string{}, held: map[string][]string{}, reported: map[string]bool{}, stop: make(chan struct{})},
-		allocatedBy: map[string]string{}, lastAlloc: map[string]string{}, running: map[string]time.Time{}, holders: map[string]string{},
+		allocatedBy: map[string]string{}, lastAlloc: map[string]string{}, running: map[string]time.Time{}, leaseHolders: map[string]string{},
 	}
 	// Claims of every namespace: no device may be in two allocations,
 	// whoever made them.
@@ -342,8 +342,8 @@ func startChaosWatch(t *testing.T, c *cluster.Cluster, operatorNS string) *chWat
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.holders[l.Name] != *l.Spec.HolderIdentity {
-			w.holders[l.Name] = *l.Spec.HolderIdentity
+		if w.leaseHolders[l.Name] != *l.Spec.HolderIdentity {
+			w.leaseHolders[l.Name] = *l.Spec.HolderIdentity
 			w.leases = append(w.leases, chLeaseChange{at: time.Now(), lease: l.Name, holder: *l.Spec.HolderIdentity})
 		}
 	}
@@ -394,6 +394,28 @@ func (w *chWatch) leaseChangeAfter(lease string, from time.Time) (time.Time, boo
 		}
 	}
 	return time.Time{}, false
+}
+
+// emptiestNode returns the node among nodes whose pool of chDriver has
+// the fewest devices held, as the watcher sees them.
+func (w *chWatch) emptiestNode(nodes []int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	held := map[int]int{}
+	for d := range w.holders {
+		for _, n := range nodes {
+			if strings.HasPrefix(d, chDriver+"/"+chNode(n)+"/") {
+				held[n]++
+			}
+		}
+	}
+	best := nodes[0]
+	for _, n := range nodes {
+		if held[n] < held[best] {
+			best = n
+		}
+	}
+	return best
 }
 
 // leaseChanges counts the changes of holder of the lease seen in

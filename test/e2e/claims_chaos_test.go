@@ -69,8 +69,13 @@ const (
 // kube-scheduler cannot check (it does not read the annotation).
 var chPair = "size(devices) == 2 && devices.map(d, d.attributes['" + chDriver + "'].index).max() - devices.map(d, d.attributes['" + chDriver + "'].index).min() == 1"
 
+// chNodeSelector selects the devices of chDriver's pool of node i.
+func chNodeSelector(i int) string {
+	return fmt.Sprintf("device.driver == %q && device.attributes[%q].node == %d", chDriver, chDriver, i)
+}
+
 // chMoverSelector selects the devices of the mover pool.
-var chMoverSelector = fmt.Sprintf("device.driver == %q && device.attributes[%q].node == %d", chDriver, chDriver, chMoverNode)
+var chMoverSelector = chNodeSelector(chMoverNode)
 
 // chMix is the stream of parts (a), (d) and (e): per six objects one
 // immediate claim, two gated CEL pods (two devices each) and three
@@ -79,13 +84,23 @@ var chMix = []string{kindImmediate, kindCEL, kindOpen, kindAny, kindCEL, kindOpe
 
 func chNode(i int) string { return fmt.Sprintf("chaos-%d", i) }
 
+// chCentralNodes are the nodes whose pools of chDriver are central from
+// the start.
+func chCentralNodes() []int {
+	var out []int
+	for i := range chNodes {
+		if i != chMoverNode {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // chCentralPools are the pools of chDriver that are central from the start.
 func chCentralPools() []string {
 	var out []string
-	for i := range chNodes {
-		if i != chMoverNode {
-			out = append(out, chNode(i))
-		}
+	for _, i := range chCentralNodes() {
+		out = append(out, chNode(i))
 	}
 	return out
 }
@@ -325,7 +340,10 @@ func TestClaimsChaos(t *testing.T) {
 		Assess("(b) an admin deletes a central DeviceTaintRule mid-burst", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c, s := mustCluster(ctx, t), ctx.Value(chKeyT{}).(*chState)
 			chRequireJoin(ctx, t, c)
-			pool := chNode(0)
+			// The central pool with the most free devices, so that the
+			// operator has room in it once it is back.
+			node := s.watch.emptiestNode(chCentralNodes())
+			pool := chNode(node)
 			name := central.RuleName(chDriver, pool)
 			old, err := c.Client.ResourceV1().DeviceTaintRules().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -335,7 +353,7 @@ func TestClaimsChaos(t *testing.T) {
 			restored0, _ := leader.metric(ctx, "drastack_central_rules_restored_total")
 			// kube-scheduler may take the pool's devices while its rule is
 			// gone: no longer the operator's alone.
-			s.watch.setStrict(chCentralPools()[1:]...)
+			s.watch.setStrict(slices.DeleteFunc(chCentralPools(), func(p string) bool { return p == pool })...)
 			st := s.stream(ctx, c, "b-", []string{kindImmediate, kindAny, kindCEL, kindAny, kindOpen, kindAny}, 40, chInterval)
 			st.at(4 * time.Second)
 			deleted := time.Now()
@@ -351,6 +369,15 @@ func TestClaimsChaos(t *testing.T) {
 				s.finishPart(ctx, t, c, st)
 				return ctx
 			}
+			// Claims only this pool can serve, created while its rule is
+			// gone: the operator allocates them once the pool is back.
+			var poolObjs []chObject
+			for i := range 4 {
+				o := chObject{kind: kindImmediate, ns: chNamespaceA, name: fmt.Sprintf("b-pool-%d", i)}
+				clCreateClaim(ctx, t, c, o.ns, o.name, map[string]string{claimpolicy.AllocationLabel: claimpolicy.AllocationImmediate}, nil,
+					clClaimSpec(chCentralClass, 1, chNodeSelector(node)))
+				poolObjs = append(poolObjs, o)
+			}
 			var rule *resourceapi.DeviceTaintRule
 			if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, clTimeout, true, func(ctx context.Context) (bool, error) {
 				r, err := c.Client.ResourceV1().DeviceTaintRules().Get(ctx, name, metav1.GetOptions{})
@@ -364,7 +391,9 @@ func TestClaimsChaos(t *testing.T) {
 			}
 			restoredAt := time.Now()
 			joinedAt := chWaitJoined(ctx, t, c, name)
-			alloc := s.watch.waitAllocationOfPool(ctx, t, pool, joinedAt, true)
+			alloc := s.watch.waitAllocationOfPool(ctx, t, pool, deleted, true)
+			s.all = append(s.all, poolObjs...)
+			poolDone := s.watch.waitSettled(ctx, t, c, poolObjs, deleted)
 			objs := s.finishPart(ctx, t, c, st)
 			if rule.Spec.Taint.Key != central.TaintKey {
 				t.Errorf("restored rule %s taints %q, want %q", name, rule.Spec.Taint.Key, central.TaintKey)
@@ -383,8 +412,9 @@ func TestClaimsChaos(t *testing.T) {
 				}
 			}
 			s.watch.mu.Unlock()
-			t.Logf("timing (b): rule deleted -> restored %s, -> joined again %s, -> first operator allocation from the pool after the join %s; kube-scheduler allocated %d devices of the pool meanwhile; %d objects",
-				restoredAt.Sub(deleted).Round(time.Millisecond), joinedAt.Sub(deleted).Round(time.Millisecond), alloc.at.Sub(deleted).Round(time.Millisecond), byScheduler, len(objs))
+			t.Logf("timing (b): rule of pool %s deleted -> restored %s, -> joined again %s, -> first operator allocation from the pool %s, -> all %d claims only the pool can serve allocated %s; kube-scheduler allocated %d devices of the pool meanwhile; %d objects in the stream",
+				pool, restoredAt.Sub(deleted).Round(time.Millisecond), joinedAt.Sub(deleted).Round(time.Millisecond), alloc.at.Sub(deleted).Round(time.Millisecond),
+				len(poolObjs), poolDone.Round(time.Millisecond), byScheduler, len(objs))
 			return ctx
 		}).
 		Assess("(c) a pool moved into the partition and out again by DRAStack edits mid-burst", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
