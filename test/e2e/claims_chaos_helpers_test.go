@@ -466,17 +466,23 @@ func (w *chWatch) firstAllocationOfPool(pool string, from time.Time, operator bo
 	return chAlloc{}, false
 }
 
-// waitAllocationOfPool waits for firstAllocationOfPool.
-func (w *chWatch) waitAllocationOfPool(ctx context.Context, t *testing.T, pool string, from time.Time, operator bool) chAlloc {
-	t.Helper()
+// tryAllocationOfPool waits up to clTimeout for firstAllocationOfPool.
+func (w *chWatch) tryAllocationOfPool(ctx context.Context, pool string, from time.Time, operator bool) (chAlloc, bool) {
 	var a chAlloc
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, clTimeout, true, func(context.Context) (bool, error) {
 		var ok bool
 		a, ok = w.firstAllocationOfPool(pool, from, operator)
 		return ok, nil
 	})
-	if err != nil {
-		t.Fatalf("no allocation of a device of pool %s (by the operator: %v) after %s: %v", pool, operator, from.Format(time.RFC3339Nano), err)
+	return a, err == nil
+}
+
+// waitAllocationOfPool waits for firstAllocationOfPool.
+func (w *chWatch) waitAllocationOfPool(ctx context.Context, t *testing.T, pool string, from time.Time, operator bool) chAlloc {
+	t.Helper()
+	a, ok := w.tryAllocationOfPool(ctx, pool, from, operator)
+	if !ok {
+		t.Fatalf("no allocation of a device of pool %s (by the operator: %v) after %s", pool, operator, from.Format(time.RFC3339Nano))
 	}
 	return a
 }

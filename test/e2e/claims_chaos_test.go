@@ -69,6 +69,15 @@ const (
 // kube-scheduler cannot check (it does not read the annotation).
 var chPair = "size(devices) == 2 && devices.map(d, d.attributes['" + chDriver + "'].index).max() - devices.map(d, d.attributes['" + chDriver + "'].index).min() == 1"
 
+// chGetClaim reads a claim, nil when it cannot.
+func chGetClaim(ctx context.Context, c *cluster.Cluster, o chObject) *resourceapi.ResourceClaim {
+	cl, err := c.Client.ResourceV1().ResourceClaims(o.ns).Get(ctx, o.name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return cl
+}
+
 // chNodeSelector selects the devices of chDriver's pool of node i.
 func chNodeSelector(i int) string {
 	return fmt.Sprintf("device.driver == %q && device.attributes[%q].node == %d", chDriver, chDriver, i)
@@ -391,6 +400,11 @@ func TestClaimsChaos(t *testing.T) {
 			}
 			restoredAt := time.Now()
 			joinedAt := chWaitJoined(ctx, t, c, name)
+			if _, ok := s.watch.tryAllocationOfPool(ctx, pool, deleted, true); !ok {
+				for _, o := range poolObjs {
+					t.Errorf("claim %s: %s; events: %s", o.key(), clClaimSummary(chGetClaim(ctx, c, o)), clClaimEvents(ctx, c, o.ns, o.name))
+				}
+			}
 			alloc := s.watch.waitAllocationOfPool(ctx, t, pool, deleted, true)
 			s.all = append(s.all, poolObjs...)
 			poolDone := s.watch.waitSettled(ctx, t, c, poolObjs, deleted)
