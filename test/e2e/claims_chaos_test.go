@@ -400,12 +400,13 @@ func TestClaimsChaos(t *testing.T) {
 			}
 			restoredAt := time.Now()
 			joinedAt := chWaitJoined(ctx, t, c, name)
-			if _, ok := s.watch.tryAllocationOfPool(ctx, pool, deleted, true); !ok {
+			alloc, ok := s.watch.tryAllocationOfPool(ctx, pool, deleted, true)
+			if !ok {
 				for _, o := range poolObjs {
 					t.Errorf("claim %s: %s; events: %s", o.key(), clClaimSummary(chGetClaim(ctx, c, o)), clClaimEvents(ctx, c, o.ns, o.name))
 				}
+				t.Fatalf("the operator allocated no device of pool %s after its rule was restored and joined", pool)
 			}
-			alloc := s.watch.waitAllocationOfPool(ctx, t, pool, deleted, true)
 			s.all = append(s.all, poolObjs...)
 			poolDone := s.watch.waitSettled(ctx, t, c, poolObjs, deleted)
 			objs := s.finishPart(ctx, t, c, st)
