@@ -120,7 +120,7 @@ func TestResolve(t *testing.T) {
 		{"bound, one claim not seen allocated yet", PodNow{Pod: bound}, []ClaimNow{ClaimAllocated, ClaimOpen}, Unresolved},
 		{"refused, written after the canary's version", PodNow{Pod: refusedAt("55", t0), RefusedAt: 55}, []ClaimNow{ClaimOpen, ClaimOpen}, ResolvedRefused},
 		{"refused before the canary", PodNow{Pod: refusedAt("40", t0), RefusedAt: 40}, []ClaimNow{ClaimOpen, ClaimOpen}, Unresolved},
-		{"refused in the canary's second, no version seen", PodNow{Pod: refusedAt("70", t0.Add(500 * time.Millisecond))}, []ClaimNow{ClaimOpen, ClaimOpen}, Unresolved},
+		{"refused in the canary's second, no version seen", PodNow{Pod: refusedAt("70", t0.Add(500*time.Millisecond))}, []ClaimNow{ClaimOpen, ClaimOpen}, Unresolved},
 		{"refused in a later second", PodNow{Pod: refusedAt("70", t0.Add(time.Second))}, []ClaimNow{ClaimOpen, ClaimOpen}, ResolvedRefused},
 		{"a binding cycle announced after the canary", PodNow{Pod: nominated, RefusedAt: 55}, []ClaimNow{ClaimOpen, ClaimOpen}, Unresolved},
 		{"no time known", PodNow{Pod: refusedAt("70", time.Time{})}, []ClaimNow{ClaimOpen, ClaimOpen}, Unresolved},
