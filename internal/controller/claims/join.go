@@ -47,6 +47,10 @@ const (
 	// EventPoolsJoining: a rule's pools wait for pods kube-scheduler may
 	// still be binding with their devices.
 	EventPoolsJoining = "CentralPoolsJoining"
+	// EventCanaryRefused: the API server refused a canary object (for
+	// example the canary claim's admin access, in a namespace without the
+	// label resource.kubernetes.io/admin-access=true): nothing joins.
+	EventCanaryRefused = "CentralCanaryRefused"
 )
 
 // joinKey is the only request of the join loop: one barrier round covers
@@ -273,17 +277,27 @@ func (j *joinReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	if err != nil || slice == nil {
 		return ctrl.Result{RequeueAfter: joinPoll}, err
 	}
-	if slice.UID == "" || j.calibrated != slice.UID {
-		return j.calibrate(ctx, stack, slice)
+	var res ctrl.Result
+	switch {
+	case slice.UID == "" || j.calibrated != slice.UID:
+		res, err = j.calibrate(ctx, stack, slice)
+	case j.round == nil:
+		res, err = j.startRound(ctx, stack, pending)
+	default:
+		cur := map[string]*resourceapi.DeviceTaintRule{}
+		for i := range rules.Items {
+			cur[rules.Items[i].Name] = &rules.Items[i]
+		}
+		res, err = j.runRound(ctx, stack, cur)
 	}
-	if j.round == nil {
-		return j.startRound(ctx, stack, pending)
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		// The same request fails again until someone changes the
+		// cluster: say so, and look again now and then.
+		j.report(stack, "", corev1.EventTypeWarning, EventCanaryRefused,
+			"The join barrier's canary was refused, so no pool tainted by a DeviceTaintRule joins the partition (nobody allocates its devices); the canary claims need the label resource.kubernetes.io/admin-access=true on namespace %s: %v", j.canary.namespace, err)
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
-	cur := map[string]*resourceapi.DeviceTaintRule{}
-	for i := range rules.Items {
-		cur[rules.Items[i].Name] = &rules.Items[i]
-	}
-	return j.runRound(ctx, stack, cur)
+	return res, err
 }
 
 // forget drops the barrier's state (the canary objects are cleaned up).
