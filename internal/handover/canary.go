@@ -129,8 +129,10 @@ func CanaryClaim(namespace, round string, attempt int) *resourceapi.ResourceClai
 }
 
 // CanaryPod is the pod of one attempt: it uses the attempt's claim, fits
-// every node (no requests, every taint tolerated), never preempts, and
-// meets the restricted Pod Security Standard of the operator's namespace.
+// every node (no requests, every taint tolerated), and meets the
+// restricted Pod Security Standard of the operator's namespace. Its
+// priority is the default (0), so it can preempt no ordinary pod; a
+// preemption policy of Never would need a PriorityClass.
 func CanaryPod(namespace, round string, attempt int, image string) *corev1.Pod {
 	name := CanaryPodName(round, attempt)
 	return &corev1.Pod{
@@ -140,7 +142,6 @@ func CanaryPod(namespace, round string, attempt int, image string) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
-			PreemptionPolicy:              ptr.To(corev1.PreemptNever),
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			ResourceClaims:                []corev1.PodResourceClaim{{Name: canaryRequest, ResourceClaimName: ptr.To(name)}},
 			SecurityContext: &corev1.PodSecurityContext{

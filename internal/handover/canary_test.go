@@ -34,8 +34,8 @@ func TestCanaryObjects(t *testing.T) {
 	if pod.Spec.ResourceClaims[0].ResourceClaimName == nil || *pod.Spec.ResourceClaims[0].ResourceClaimName != claim.Name || pod.Namespace != "ops" {
 		t.Errorf("canary pod claims %+v: want its attempt's claim %s", pod.Spec.ResourceClaims, claim.Name)
 	}
-	if ptr.Deref(pod.Spec.PreemptionPolicy, "") != corev1.PreemptNever || len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0].Operator != corev1.TolerationOpExists {
-		t.Errorf("canary pod: want no preemption and every taint tolerated: %+v", pod.Spec)
+	if pod.Spec.PriorityClassName != "" || len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0].Operator != corev1.TolerationOpExists {
+		t.Errorf("canary pod: want the default priority and every taint tolerated: %+v", pod.Spec)
 	}
 	sc := pod.Spec.Containers[0].SecurityContext
 	if !ptr.Deref(pod.Spec.SecurityContext.RunAsNonRoot, false) || pod.Spec.SecurityContext.SeccompProfile == nil ||

@@ -88,6 +88,9 @@ type joinReconciler struct {
 	// reported is the last Event note per rule, so that a waiting rule is
 	// reported once per change.
 	reported map[string]string
+	// written are the joins this loop recorded that the cache may not
+	// show yet: they start no new round.
+	written map[handover.RuleRef]bool
 }
 
 // joinRound is one barrier round.
@@ -153,7 +156,8 @@ func (r *Reconciler) setupJoin(mgr ctrl.Manager, mcache cache.Cache) error {
 
 // newJoinReconciler returns the join loop of r, with no barrier under way.
 func newJoinReconciler(r *Reconciler) *joinReconciler {
-	j := &joinReconciler{r: r, canary: canary{r: r, namespace: r.FenceNamespace, image: handover.PauseImage}, calibrating: -1, reported: map[string]string{}}
+	j := &joinReconciler{r: r, canary: canary{r: r, namespace: r.FenceNamespace, image: handover.PauseImage}, calibrating: -1,
+		reported: map[string]string{}, written: map[handover.RuleRef]bool{}}
 	j.verdicts.at = map[types.UID]ledger.Version{}
 	return j
 }
@@ -266,7 +270,7 @@ func (j *joinReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	if err := r.Client.List(ctx, &rules); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list DeviceTaintRules: %w", err)
 	}
-	pending := handover.Pending(rules.Items)
+	pending := j.pending(rules.Items)
 	countRules(rules.Items)
 	if j.round == nil && len(pending) == 0 {
 		j.calibrating = -1
@@ -293,11 +297,27 @@ func (j *joinReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 		// The same request fails again until someone changes the
 		// cluster: say so, and look again now and then.
-		j.report(stack, "", corev1.EventTypeWarning, EventCanaryRefused,
-			"The join barrier's canary was refused, so no pool tainted by a DeviceTaintRule joins the partition (nobody allocates its devices); the canary claims need the label resource.kubernetes.io/admin-access=true on namespace %s: %v", j.canary.namespace, err)
+		j.report(ctx, stack, "", corev1.EventTypeWarning, EventCanaryRefused,
+			"The API server refused the join barrier's canary, so no pool tainted by a DeviceTaintRule joins the partition and nobody allocates its devices (the canary's claims ask for admin access, which needs the label resource.kubernetes.io/admin-access=true on namespace %s): %v", j.canary.namespace, err)
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
 	return res, err
+}
+
+// pending are the rules waiting to join, less those whose join this loop
+// wrote and the cache does not show yet.
+func (j *joinReconciler) pending(rules []resourceapi.DeviceTaintRule) []handover.RuleRef {
+	current := map[handover.RuleRef]bool{}
+	for i := range rules {
+		current[handover.RefOf(&rules[i])] = !handover.Joined(&rules[i])
+	}
+	for ref := range j.written {
+		if waiting, ok := current[ref]; !ok || !waiting {
+			// Shown joined, or changed or gone: the cache decides now.
+			delete(j.written, ref)
+		}
+	}
+	return slices.DeleteFunc(handover.Pending(rules), func(ref handover.RuleRef) bool { return j.written[ref] })
 }
 
 // forget drops the barrier's state (the canary objects are cleaned up).
@@ -328,6 +348,8 @@ func (j *joinReconciler) calibrate(ctx context.Context, stack *v1alpha1.DRAStack
 		return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round, j.calibrating)
 	}
 	if state, _ := handover.Canary(pod); state != handover.CanaryBound {
+		j.report(ctx, stack, round, corev1.EventTypeNormal, EventPoolsJoining,
+			"Central pools joining the partition: waiting for kube-scheduler to bind calibration pod %s/%s, which shows it sees the canary's slice; until then no pool tainted by a DeviceTaintRule joins", pod.Namespace, pod.Name)
 		return ctrl.Result{RequeueAfter: joinPoll}, nil
 	}
 	if err := j.canary.deleteAttempt(ctx, round, j.calibrating); err != nil {
@@ -419,6 +441,9 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 	state, refusal := handover.Canary(pod)
 	switch state {
 	case handover.CanaryWaiting:
+		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining,
+			"Central pools joining the partition: waiting for kube-scheduler to refuse canary pod %s/%s, which shows it saw their DeviceTaintRules; until then nobody allocates the devices of %s",
+			pod.Namespace, pod.Name, listNames(slices.Sorted(maps.Keys(round.covered))))
 		return ctrl.Result{RequeueAfter: joinPoll}, nil
 	case handover.CanaryBound:
 		// kube-scheduler had not seen the canary rule: try again.
@@ -527,7 +552,12 @@ func (j *joinReconciler) waitSets(ctx context.Context, round *joinRound, cur map
 func (j *joinReconciler) awaitWaiters(ctx context.Context, stack *v1alpha1.DRAStack, cur map[string]*resourceapi.DeviceTaintRule) (ctrl.Result, error) {
 	round := j.round
 	watched := map[types.UID]bool{}
-	var errs []error
+	var (
+		errs            []error
+		joined, joining []string
+		// The pods the joining rules wait for, counted once each.
+		open, waiters = map[types.UID]bool{}, map[types.UID]bool{}
+	)
 	for _, name := range slices.Sorted(maps.Keys(round.covered)) {
 		w := round.waits[name]
 		for i, waiter := range w.waiters {
@@ -547,27 +577,50 @@ func (j *joinReconciler) awaitWaiters(ctx context.Context, stack *v1alpha1.DRASt
 				watched[c.UID] = true
 			}
 		}
-		if open := w.open(); open > 0 {
-			j.report(stack, name, corev1.EventTypeNormal, EventPoolsJoining,
-				"DeviceTaintRule %s is joining the partition: kube-scheduler saw it (it refused the canary), and %d of %d pods it may have been binding with these devices before are not yet bound, deleted, allocated or refused again; until then nobody allocates the devices",
-				name, open, len(w.waiters))
+		if w.open() > 0 {
+			joining = append(joining, name)
+			for i, waiter := range w.waiters {
+				waiters[waiter.UID] = true
+				if !w.resolved[i] {
+					open[waiter.UID] = true
+				}
+			}
 			continue
 		}
-		joined, err := j.join(ctx, stack, cur[name], round)
+		ok, err := j.join(ctx, stack, cur[name], round)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if joined {
+		if ok {
+			joined = append(joined, fmt.Sprintf("%s (%d pods waited for)", name, len(w.waiters)))
 			delete(round.covered, name)
 			delete(round.waits, name)
 		}
 	}
 	j.setWatched(watched)
+	if len(joined) > 0 {
+		j.r.event(stack, corev1.EventTypeNormal, EventPoolsJoined, "Join",
+			"Central pools joined the partition: kube-scheduler saw their DeviceTaintRules (it refused the canary) and the pods it may have been binding with their devices before are resolved; the operator allocates them from now on: %s", listNames(joined))
+	}
+	if len(joining) > 0 {
+		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining,
+			"Central pools joining the partition: kube-scheduler saw their DeviceTaintRules (it refused the canary), and %d of %d pods it may have been binding with their devices before are not yet bound, deleted, allocated or refused again; until then nobody allocates the devices of %s",
+			len(open), len(waiters), listNames(joining))
+	}
 	if len(round.covered) == 0 {
 		return j.endRound(ctx)
 	}
 	return ctrl.Result{RequeueAfter: joinPoll}, errors.Join(errs...)
+}
+
+// listNames lists names for an Event, the first few only.
+func listNames(names []string) string {
+	const shown = 5
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
 }
 
 // resolve judges one waiter now.
@@ -657,27 +710,26 @@ func (j *joinReconciler) join(ctx context.Context, stack *v1alpha1.DRAStack, rul
 		return false, fmt.Errorf("record the join of DeviceTaintRule %s: %w", rule.Name, err)
 	}
 	r.ledger.Invalidate()
+	j.written[handover.RefOf(rule)] = true
 	joinsTotal.Inc()
 	joinSeconds.Observe(time.Since(round.started).Seconds())
 	w := round.waits[rule.Name]
-	delete(j.reported, rule.Name)
-	r.event(stack, corev1.EventTypeNormal, EventPoolsJoined, "Join",
-		"DeviceTaintRule %s (generation %d) joined the partition: kube-scheduler saw it (it refused the canary) and the %d pods it may have been binding with these devices before are resolved; the operator allocates them from now on",
-		rule.Name, rule.Generation, len(w.waiters))
 	log.FromContext(ctx).Info("Central pools joined the partition", "rule", rule.Name, "generation", rule.Generation, "round", round.id, "waiters", len(w.waiters), "took", time.Since(round.started).String())
 	return true, nil
 }
 
-// report emits an Event on the DRAStack about a rule unless the same note
-// was the last one about it. Notes carry counts only: the DRAStack is
-// cluster-scoped, and tenants' pods stay in their namespaces.
-func (j *joinReconciler) report(stack *v1alpha1.DRAStack, rule, eventType, reason, note string, args ...any) {
+// report emits an Event on the DRAStack unless the same note was the last
+// one under key (a round, or "" for the canary). Notes name rules and the
+// canary, and count tenants' pods: the DRAStack is cluster-scoped, and
+// tenants' pods stay in their namespaces.
+func (j *joinReconciler) report(ctx context.Context, stack *v1alpha1.DRAStack, key, eventType, reason, note string, args ...any) {
 	msg := fmt.Sprintf(note, args...)
-	if j.reported[rule] == msg {
+	if j.reported[key] == msg {
 		return
 	}
-	j.reported[rule] = msg
+	j.reported[key] = msg
 	j.r.event(stack, eventType, reason, "Join", "%s", msg)
+	log.FromContext(ctx).Info("Central pools: "+reason, "note", msg)
 }
 
 // joinChanged: a rule's join annotation changed (the engine's view of its
