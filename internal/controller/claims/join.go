@@ -533,18 +533,63 @@ func (j *joinReconciler) waitSets(ctx context.Context, round *joinRound, cur map
 		nodes[i] = &nodeList.Items[i]
 	}
 	features := engineFeatures(r.cfg.cur.Load())
-	out := map[string]*ruleWaits{}
-	for name := range round.covered {
-		rule := cur[name]
-		in := handover.ServeView(slicePtrs, func(id central.PoolID) bool { return handover.SelectsPool(rule, id) }, classes, nodes, features)
-		srv, err := handover.NewServer(ctx, native.New(), in)
+	serve := func(what string, pools func(central.PoolID) bool, cands []handover.Candidate) ([]handover.Waiter, error) {
+		srv, err := handover.NewServer(ctx, native.New(), handover.ServeView(slicePtrs, pools, classes, nodes, features))
 		if err != nil {
-			return nil, fmt.Errorf("start the engine for the wait set of DeviceTaintRule %s: %w", name, err)
+			return nil, fmt.Errorf("start the engine for the wait set of %s: %w", what, err)
 		}
-		waiters := handover.WaitSet(cands, func(c *resourceapi.ResourceClaim) bool { return srv.CouldServe(ctx, c) })
-		out[name] = &ruleWaits{waiters: waiters, resolved: make([]bool, len(waiters))}
+		return handover.WaitSet(cands, func(c *resourceapi.ResourceClaim) bool { return srv.CouldServe(ctx, c) }), nil
+	}
+	covered := make([]*resourceapi.DeviceTaintRule, 0, len(round.covered))
+	for _, name := range slices.Sorted(maps.Keys(round.covered)) {
+		covered = append(covered, cur[name])
+	}
+	// One engine session over every covered pool first: most claims can
+	// use none of them (their classes select other devices).
+	all, err := serve("the round", func(id central.PoolID) bool {
+		return slices.ContainsFunc(covered, func(rule *resourceapi.DeviceTaintRule) bool { return handover.SelectsPool(rule, id) })
+	}, cands)
+	if err != nil {
+		return nil, err
+	}
+	cands = narrow(cands, all)
+	out := map[string]*ruleWaits{}
+	for _, rule := range covered {
+		waiters := all
+		if len(covered) > 1 && len(covered) <= perRuleWaitSets {
+			// Each rule's own wait set, so that one rule's pods do not
+			// hold another's join.
+			if waiters, err = serve("DeviceTaintRule "+rule.Name, func(id central.PoolID) bool { return handover.SelectsPool(rule, id) }, cands); err != nil {
+				return nil, err
+			}
+		}
+		out[rule.Name] = &ruleWaits{waiters: waiters, resolved: make([]bool, len(waiters))}
 	}
 	return out, nil
+}
+
+// perRuleWaitSets bounds the rules of a round that get a wait set of
+// their own; beyond it (a thousand new nodes' pools at once), every rule
+// of the round waits for every pod any of them could serve, which costs
+// one engine run per claim instead of one per claim and rule.
+const perRuleWaitSets = 32
+
+// narrow keeps of cands the pods and claims of waiters.
+func narrow(cands []handover.Candidate, waiters []handover.Waiter) []handover.Candidate {
+	keep := map[types.UID]bool{}
+	for _, w := range waiters {
+		for _, c := range w.Claims {
+			keep[c.UID] = true
+		}
+	}
+	var out []handover.Candidate
+	for _, c := range cands {
+		claims := slices.DeleteFunc(slices.Clone(c.Claims), func(cl *resourceapi.ResourceClaim) bool { return !keep[cl.UID] })
+		if len(claims) > 0 {
+			out = append(out, handover.Candidate{Pod: c.Pod, Claims: claims})
+		}
+	}
+	return out
 }
 
 // awaitWaiters resolves what it can of the wait sets and joins the rules

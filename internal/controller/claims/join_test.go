@@ -384,3 +384,40 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func TestJoinWaitSetsPerRule(t *testing.T) {
+	ctx := context.Background()
+	e, j := joinEnv(t, interceptor.Funcs{})
+	// The kube-scheduler pod's claim wants model b: only n2's and n3's
+	// devices could serve it.
+	ks := e.claim("ks")
+	ks.Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+		Expression: `device.attributes["` + tdrv + `"].model == "b"`}}}
+	if err := e.c.Delete(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	ks.ResourceVersion = ""
+	if err := e.c.Create(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	j.calibrated = "canary-slice-uid"
+	e.reconcileJoin(j)
+	e.schedule(handover.CanaryPodName(j.round.id, 0), "", allocFailMessage)
+	e.reconcileJoin(j)
+	want := []string{central.RuleName(tdrv, "mh"), central.RuleName(tdrv, "n1")}
+	slices.Sort(want)
+	if got := e.joinedRules(); !slices.Equal(got, want) {
+		t.Fatalf("joined %v, want the rules of the pools the pod cannot use, %v", got, want)
+	}
+	if len(j.round.covered) != 2 {
+		t.Fatalf("still covered: %v, want n2's and n3's rules", j.round.covered)
+	}
+	// The pod is deleted: the rest joins.
+	if err := e.c.Delete(ctx, e.pod("ks-pod")); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileJoin(j)
+	if got := e.joinedRules(); len(got) != 4 {
+		t.Fatalf("joined %v, want all four once the pod is gone", got)
+	}
+}
