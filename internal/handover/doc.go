@@ -15,9 +15,10 @@
 //   - the wait set: the pods that, at the canary's refusal, were unbound,
 //     not gated and had an unallocated claim the pool could serve; their
 //     binding cycles may have started before. The pool joins when each of
-//     them is resolved: deleted, its claims allocated (as the operator's
-//     ledger shows) or deleted, or refused again by kube-scheduler after
-//     the canary.
+//     them is resolved: its claims allocated (as the operator's ledger
+//     shows) or deleted, or the pod refused again by kube-scheduler after
+//     the canary. A deleted pod alone resolves nothing: kube-scheduler lets
+//     the binding cycle of a deleted pod run on.
 //
 // A join is recorded on the rule (JoinedAnnotation, naming the rule's
 // generation), so a restarted operator does not repeat it and a rule whose

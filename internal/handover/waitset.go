@@ -125,7 +125,6 @@ type Resolution string
 // The resolutions of a waiter.
 const (
 	Unresolved      Resolution = ""
-	ResolvedDeleted Resolution = "deleted"
 	ResolvedClaims  Resolution = "its claims are allocated or deleted"
 	ResolvedRefused Resolution = "refused again by kube-scheduler"
 )
@@ -135,18 +134,20 @@ const (
 // cycle that began before the refusal can still write an allocation that
 // the operator's ledger will not show.
 //
-//   - The pod is gone (or replaced by one of the same name).
-//   - Each claim is allocated in the ledger, or deleted.
-//   - Kube-scheduler refused the pod again after the canary (Refused, and
-//     its refusal was written at a version after the canary's, or its
-//     status in a later second than the canary's). Kube-scheduler writes
-//     a scheduling failure before its next scheduling cycle starts, and a
-//     binding failure at the end of that binding cycle; a pod is in at
-//     most one cycle at a time.
+//   - Each claim is allocated in the ledger, or deleted: whatever a binding
+//     cycle wrote, the ledger counts it, and it can write nothing more.
+//     This covers a bound pod (kube-scheduler writes the claims before
+//     the binding), and a deleted one: kube-scheduler lets the binding
+//     cycle of a deleted pod run on (PreBind still writes its claims), so
+//     a deleted pod alone resolves nothing; the claims of a template go
+//     with their pod.
+//   - Kube-scheduler refused the pod (the same pod, not one of the same
+//     name) again after the canary: Refused, and its refusal was written at
+//     a version after the canary's, or its status in a later second than
+//     the canary's. Kube-scheduler writes a scheduling failure before its
+//     next scheduling cycle starts, and a binding failure at the end of
+//     that binding cycle; a pod is in at most one cycle at a time.
 func Resolve(w Waiter, r Refusal, now PodNow, claims []ClaimNow) Resolution {
-	if now.Pod == nil || now.Pod.UID != w.UID {
-		return ResolvedDeleted
-	}
 	done := len(claims) == len(w.Claims)
 	for _, c := range claims {
 		done = done && c != ClaimOpen
@@ -154,7 +155,8 @@ func Resolve(w Waiter, r Refusal, now PodNow, claims []ClaimNow) Resolution {
 	if done {
 		return ResolvedClaims
 	}
-	if Refused(now.Pod) && (now.RefusedAt > r.Version && r.Version != 0 || laterSecond(SchedulerStatusTime(now.Pod), r.At)) {
+	if now.Pod != nil && now.Pod.UID == w.UID && Refused(now.Pod) &&
+		(now.RefusedAt > r.Version && r.Version != 0 || laterSecond(SchedulerStatusTime(now.Pod), r.At)) {
 		return ResolvedRefused
 	}
 	return Unresolved

@@ -114,8 +114,9 @@ func TestResolve(t *testing.T) {
 		claims []ClaimNow
 		want   Resolution
 	}{
-		{"the pod is gone", PodNow{}, []ClaimNow{ClaimOpen, ClaimOpen}, ResolvedDeleted},
-		{"a new pod of the same name", PodNow{Pod: replaced}, []ClaimNow{ClaimOpen, ClaimOpen}, ResolvedDeleted},
+		{"the pod is gone, a claim not: its binding cycle may still write it", PodNow{}, []ClaimNow{ClaimGone, ClaimOpen}, Unresolved},
+		{"the pod and its claims are gone", PodNow{}, []ClaimNow{ClaimGone, ClaimGone}, ResolvedClaims},
+		{"a new pod of the same name refused", PodNow{Pod: replaced, RefusedAt: 70}, []ClaimNow{ClaimOpen, ClaimOpen}, Unresolved},
 		{"every claim allocated or deleted", PodNow{Pod: bound}, []ClaimNow{ClaimAllocated, ClaimGone}, ResolvedClaims},
 		{"bound, one claim not seen allocated yet", PodNow{Pod: bound}, []ClaimNow{ClaimAllocated, ClaimOpen}, Unresolved},
 		{"refused, written after the canary's version", PodNow{Pod: refusedAt("55", t0), RefusedAt: 55}, []ClaimNow{ClaimOpen, ClaimOpen}, ResolvedRefused},

@@ -650,7 +650,7 @@ func (j *joinReconciler) awaitWaiters(ctx context.Context, stack *v1alpha1.DRASt
 	}
 	if len(joining) > 0 {
 		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining,
-			"Central pools joining the partition: kube-scheduler saw their DeviceTaintRules (it refused the canary), and %d of %d pods it may have been binding with their devices before are not yet bound, deleted, allocated or refused again; until then nobody allocates the devices of %s",
+			"Central pools joining the partition: kube-scheduler saw their DeviceTaintRules (it refused the canary), and %d of %d pods it may have been binding with their devices before are neither refused again nor have their claims allocated or deleted; until then nobody allocates the devices of %s",
 			len(open), len(waiters), listNames(joining))
 	}
 	if len(round.covered) == 0 {

@@ -412,12 +412,20 @@ func TestJoinWaitSetsPerRule(t *testing.T) {
 	if len(j.round.covered) != 2 {
 		t.Fatalf("still covered: %v, want n2's and n3's rules", j.round.covered)
 	}
-	// The pod is deleted: the rest joins.
+	// The pod is deleted: its binding cycle could still write the claim.
 	if err := e.c.Delete(ctx, e.pod("ks-pod")); err != nil {
 		t.Fatal(err)
 	}
 	e.reconcileJoin(j)
+	if got := e.joinedRules(); len(got) != 2 {
+		t.Fatalf("joined %v once the pod was deleted; its claim is still there", got)
+	}
+	// The claim goes too: the rest joins.
+	if err := e.c.Delete(ctx, e.claim("ks")); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcileJoin(j)
 	if got := e.joinedRules(); len(got) != 4 {
-		t.Fatalf("joined %v, want all four once the pod is gone", got)
+		t.Fatalf("joined %v, want all four once the pod and its claim are gone", got)
 	}
 }
