@@ -76,9 +76,21 @@ func (l *rmLog) watch(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 	go func() {
 		defer pods.Stop()
+		// Only a pod seen gated counts: one whose gate went before the
+		// watch began (its first event is then an ADDED without it) was
+		// lifted earlier, and its later writes (binding, status) are no
+		// lifts.
+		gated := map[string]bool{}
 		for ev := range pods.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type != watch.Modified || claimpolicy.HasGate(p) {
+			if !ok {
+				continue
+			}
+			if claimpolicy.HasGate(p) {
+				gated[p.Name] = true
+				continue
+			}
+			if ev.Type != watch.Modified || !gated[p.Name] {
 				continue
 			}
 			l.mu.Lock()
