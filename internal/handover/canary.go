@@ -1,6 +1,7 @@
 package handover
 
 import (
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,8 +30,8 @@ const (
 	// ComponentCanary is the drastack.io/component label of every canary
 	// object.
 	ComponentCanary = "canary"
-	// LabelRound names the barrier round (or calibration) a canary rule,
-	// claim or pod belongs to.
+	// LabelRound names the barrier round a canary rule, claim or pod
+	// belongs to.
 	LabelRound = "drastack.io/canary-round"
 	// PauseImage is the canary pod's image: a canary pod that
 	// kube-scheduler binds runs until the operator deletes it.
@@ -93,6 +94,12 @@ func CanaryClass() *resourceapi.DeviceClass {
 // CanaryRuleName is the name of the canary rule of a round.
 func CanaryRuleName(round string) string { return "drastack-canary-" + round }
 
+// canaryTaint is the taint of a round's canary rule: its value names the
+// round, so that the round's clearance claim tolerates it and nothing else.
+func canaryTaint(round string) resourceapi.DeviceTaint {
+	return resourceapi.DeviceTaint{Key: CanaryTaintKey, Value: round, Effect: resourceapi.DeviceTaintEffectNoSchedule}
+}
+
 // CanaryRule is the rule of a barrier round: it taints the canary device
 // NoSchedule. It must be created after the rules the round covers.
 func CanaryRule(round string) *resourceapi.DeviceTaintRule {
@@ -100,31 +107,51 @@ func CanaryRule(round string) *resourceapi.DeviceTaintRule {
 		ObjectMeta: metav1.ObjectMeta{Name: CanaryRuleName(round), Labels: CanaryLabels(round)},
 		Spec: resourceapi.DeviceTaintRuleSpec{
 			DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(CanaryDriver), Pool: ptr.To(CanaryPool), Device: ptr.To(CanaryDevice)},
-			Taint:          resourceapi.DeviceTaint{Key: CanaryTaintKey, Effect: resourceapi.DeviceTaintEffectNoSchedule},
+			Taint:          canaryTaint(round),
 		},
 	}
 }
 
-// CanaryPodName names the canary claim and pod of one attempt of a round.
+// Clearance is the attempt number of a round's clearance pod.
+const Clearance = -1
+
+// CanaryPodName names the canary claim and pod of one attempt of a round
+// (Clearance: its clearance pod).
 func CanaryPodName(round string, attempt int) string {
+	if attempt == Clearance {
+		return "drastack-canary-" + round + "-clear"
+	}
 	return "drastack-canary-" + round + "-" + strconv.Itoa(attempt)
 }
+
+// MaxTolerated bounds the earlier rounds a canary claim tolerates (an
+// API limit of 16 tolerations per request, one left for the clearance).
+const MaxTolerated = 15
 
 // CanaryClaim is the claim of one attempt: the canary device with admin
 // access. Admin access lets it be allocated while another claim holds the
 // device (an earlier attempt's, whose deletion kube-scheduler may not have
-// seen, or anyone's), so only a taint, or a slice kube-scheduler has not
-// seen, keeps it from the device.
-func CanaryClaim(namespace, round string, attempt int) *resourceapi.ResourceClaim {
+// seen, or anyone's), so only a taint, or a slice or class kube-scheduler
+// has not seen, keeps it from the device. It tolerates the taints of the
+// earlier rounds in tolerated (rules deleted since kube-scheduler last
+// proved it had seen every rule before them), and the claim of the
+// clearance pod (attempt Clearance) also the round's own taint; no other.
+func CanaryClaim(namespace, round string, attempt int, tolerated []string) *resourceapi.ResourceClaim {
+	req := &resourceapi.ExactDeviceRequest{
+		DeviceClassName: CanaryName, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+		AdminAccess: ptr.To(true),
+	}
+	values := tolerated[max(0, len(tolerated)-MaxTolerated):]
+	if attempt == Clearance {
+		values = append(slices.Clone(values), round)
+	}
+	for _, v := range values {
+		t := canaryTaint(v)
+		req.Tolerations = append(req.Tolerations, resourceapi.DeviceToleration{Key: t.Key, Operator: resourceapi.DeviceTolerationOpEqual, Value: t.Value, Effect: t.Effect})
+	}
 	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: CanaryPodName(round, attempt), Labels: CanaryLabels(round)},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: canaryRequest,
-			Exactly: &resourceapi.ExactDeviceRequest{
-				DeviceClassName: CanaryName, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
-				AdminAccess: ptr.To(true),
-			},
-		}}}},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: canaryRequest, Exactly: req}}}},
 	}
 }
 
@@ -160,4 +187,28 @@ func CanaryPod(namespace, round string, attempt int, image string) *corev1.Pod {
 			}},
 		},
 	}
+}
+
+// OthersTaintingCanary lists, sorted, the rules other than the canary rule
+// of round that put a NoSchedule or NoExecute taint on the canary device
+// (an administrator's rule for every device, say). While one exists, a
+// refusal of the canary may be its doing, not the round's rule's, and
+// proves nothing.
+func OthersTaintingCanary(rules []resourceapi.DeviceTaintRule, round string) []string {
+	var out []string
+	for i := range rules {
+		r := &rules[i]
+		if r.Name == CanaryRuleName(round) && IsCanary(r) {
+			continue
+		}
+		if e := r.Spec.Taint.Effect; e != resourceapi.DeviceTaintEffectNoSchedule && e != resourceapi.DeviceTaintEffectNoExecute {
+			continue
+		}
+		if sel := r.Spec.DeviceSelector; sel != nil && (sel.Driver == nil || *sel.Driver == CanaryDriver) &&
+			(sel.Pool == nil || *sel.Pool == CanaryPool) && (sel.Device == nil || *sel.Device == CanaryDevice) {
+			out = append(out, r.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

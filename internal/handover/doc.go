@@ -11,7 +11,12 @@
 //     that device can serve. kube-scheduler reads DeviceTaintRules from one
 //     informer, in resourceVersion order, so when it reports the canary pod
 //     unschedulable for want of devices its view held the pool's rule too,
-//     and every later scheduling cycle leaves the pool alone;
+//     and every later scheduling cycle leaves the pool alone. A clearance
+//     pod comes first, bound by kube-scheduler with a claim that tolerates
+//     the round's own taint and nothing else: it shows kube-scheduler sees
+//     the canary slice and class, and that no other taint (an earlier
+//     round's rule whose deletion it had not seen, say) is on the device,
+//     so the refusal can only be the round's rule's doing;
 //   - the wait set: the pods that, at the canary's refusal, were unbound,
 //     not gated and had an unallocated claim the pool could serve; their
 //     binding cycles may have started before. The pool joins when each of

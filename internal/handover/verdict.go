@@ -31,8 +31,9 @@ const (
 	// or class not in kube-scheduler's view yet, no node fits).
 	CanaryWaiting CanaryState = iota
 	// CanaryRefused: kube-scheduler's device allocation failed on some
-	// node for the canary claim, whose only device is tainted by the
-	// round's rule (or, before calibration, not in its view yet).
+	// node for the canary claim: its only device is tainted by the round's
+	// rule (once the round's clearance pod was bound, nothing else can
+	// keep it away).
 	CanaryRefused
 	// CanaryBound: kube-scheduler bound the pod: it allocated the device,
 	// so its view did not hold the round's rule at that moment.

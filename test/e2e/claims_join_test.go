@@ -275,8 +275,7 @@ func TestClaimsJoin(t *testing.T) {
 			w := jnStartWatch(t, c)
 			defer close(w.stop)
 
-			// Pool 0 is central from the start: the first round needs
-			// the calibration too.
+			// Pool 0 is central from the start.
 			begin := time.Now()
 			restore := clApplyClaimsSpec(ctx, t, crc, jnSpec(jnNode(0)))
 			op := clStartOperator(ctx, t, c, jnNamespace)
@@ -284,7 +283,7 @@ func TestClaimsJoin(t *testing.T) {
 			defer restore()
 			defer clRemoveWebhook(ctx, t, c)
 			jnWaitJoined(ctx, t, c, jnNode(0))
-			t.Logf("timing: operator started -> pool %s joined (calibration and one round) in %s", jnNode(0), since(begin))
+			t.Logf("timing: operator started -> pool %s joined in %s", jnNode(0), since(begin))
 
 			// Kube-scheduler pods that could use pool 1 wait (no node is
 			// ready for them) while the DRAStack moves pool 1 in.

@@ -95,9 +95,10 @@ func (c *canary) createRule(ctx context.Context, stack *v1alpha1.DRAStack, round
 	return rule, nil
 }
 
-// createAttempt creates the claim, then the pod, of one attempt.
-func (c *canary) createAttempt(ctx context.Context, stack *v1alpha1.DRAStack, round string, attempt int) error {
-	claim := handover.CanaryClaim(c.namespace, round, attempt)
+// createAttempt creates the claim, then the pod, of one attempt; the
+// claim tolerates the earlier rounds' taints in tolerated.
+func (c *canary) createAttempt(ctx context.Context, stack *v1alpha1.DRAStack, round string, attempt int, tolerated []string) error {
+	claim := handover.CanaryClaim(c.namespace, round, attempt, tolerated)
 	claim.OwnerReferences = ownedBy(stack)
 	if err := c.r.Client.Create(ctx, claim, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the canary claim %s/%s: %w", claim.Namespace, claim.Name, err)
@@ -125,56 +126,61 @@ func (c *canary) pod(ctx context.Context, round string, attempt int) (*corev1.Po
 }
 
 // cleanup deletes the canary rules, claims and pods of every round but
-// keep ("" deletes them all); with base, the slice and class too.
-func (c *canary) cleanup(ctx context.Context, keep string, base bool) error {
+// keep ("" deletes them all); with base, the slice and class too. It
+// returns the rounds whose rules it deleted.
+func (c *canary) cleanup(ctx context.Context, keep string, base bool) (rounds []string, err error) {
 	r := c.r
 	sel := client.MatchingLabels{driver.LabelComponent: handover.ComponentCanary, driver.LabelManagedBy: driver.ManagedByValue}
 	var doomed []client.Object
 	var rules resourceapi.DeviceTaintRuleList
 	if err := r.Client.List(ctx, &rules, sel); err != nil {
-		return fmt.Errorf("list canary DeviceTaintRules: %w", err)
+		return nil, fmt.Errorf("list canary DeviceTaintRules: %w", err)
 	}
 	for i := range rules.Items {
 		doomed = append(doomed, &rules.Items[i])
 	}
 	var claims resourceapi.ResourceClaimList
 	if err := r.Client.List(ctx, &claims, sel, client.InNamespace(c.namespace)); err != nil {
-		return fmt.Errorf("list canary claims: %w", err)
+		return nil, fmt.Errorf("list canary claims: %w", err)
 	}
 	for i := range claims.Items {
 		doomed = append(doomed, &claims.Items[i])
 	}
 	var pods corev1.PodList
 	if err := r.podCache.List(ctx, &pods, sel, client.InNamespace(c.namespace)); err != nil {
-		return fmt.Errorf("list canary pods: %w", err)
+		return nil, fmt.Errorf("list canary pods: %w", err)
 	}
 	for i := range pods.Items {
 		doomed = append(doomed, &pods.Items[i])
 	}
 	for _, obj := range doomed {
-		if round := handover.RoundOf(obj); round == "" || round == keep {
+		round := handover.RoundOf(obj)
+		if round == "" || round == keep {
 			continue
 		}
 		if err := c.delete(ctx, obj); err != nil {
-			return err
+			return rounds, err
+		}
+		if _, ok := obj.(*resourceapi.DeviceTaintRule); ok {
+			rounds = append(rounds, round)
 		}
 	}
 	if !base {
-		return nil
+		return rounds, nil
 	}
 	for _, obj := range []client.Object{
 		&resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: handover.CanaryName}},
 		&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: handover.CanaryName}},
 	} {
 		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); client.IgnoreNotFound(err) != nil {
-			return err
+			return rounds, err
 		} else if err == nil && handover.IsCanary(obj) {
 			if err := c.delete(ctx, obj); err != nil {
-				return err
+				return rounds, err
 			}
 		}
 	}
-	return nil
+	return rounds, nil
 }
 
 // deleteAttempt deletes the pod and the claim of one attempt.

@@ -68,10 +68,10 @@ const (
 )
 
 // joinReconciler runs the join barrier (docs/allocation-protocol.md,
-// section 4, "Joining"; the decisions are package handover's): a
-// calibration once per canary slice, then rounds, each covering the rules
-// that wait to join: the canary rule, attempts until kube-scheduler
-// refuses the canary, the wait sets, and the joins.
+// section 4, "Joining"; the decisions are package handover's) in rounds,
+// each covering the rules that wait to join: the canary rule, a clearance
+// pod kube-scheduler must bind, canary pods until it refuses one, the
+// wait sets, and the joins.
 type joinReconciler struct {
 	r      *Reconciler
 	canary canary
@@ -80,11 +80,13 @@ type joinReconciler struct {
 	watched  atomic.Pointer[map[types.UID]bool]
 
 	// The rest belongs to the loop's one worker.
-	// calibrated is the UID of the canary slice kube-scheduler is known
-	// to have seen (it bound a canary pod with its device).
-	calibrated  types.UID
-	calibrating int // attempt of the calibration under way; -1: none
-	round       *joinRound
+	round *joinRound
+	// tolerated are the rounds whose canary rules were deleted since
+	// kube-scheduler last proved (refusing a canary) that it had seen every
+	// rule event before them: their taints may still be in its view, so
+	// the canary claims tolerate them. Rules that an earlier process
+	// deleted itself are not known here (docs/allocation-protocol.md).
+	tolerated []string
 	// reported is the last Event note per rule, so that a waiting rule is
 	// reported once per change.
 	reported map[string]string
@@ -100,6 +102,8 @@ type joinRound struct {
 	// covered are the rules, as they were when the canary rule was
 	// created after them, that this round may join.
 	covered map[string]handover.RuleRef
+	// cleared: kube-scheduler bound the round's clearance pod.
+	cleared bool
 	attempt int
 	// createAt: the next attempt is created at this time (zero: created).
 	createAt time.Time
@@ -156,7 +160,7 @@ func (r *Reconciler) setupJoin(mgr ctrl.Manager, mcache cache.Cache) error {
 
 // newJoinReconciler returns the join loop of r, with no barrier under way.
 func newJoinReconciler(r *Reconciler) *joinReconciler {
-	j := &joinReconciler{r: r, canary: canary{r: r, namespace: r.FenceNamespace, image: handover.PauseImage}, calibrating: -1,
+	j := &joinReconciler{r: r, canary: canary{r: r, namespace: r.FenceNamespace, image: handover.PauseImage},
 		reported: map[string]string{}, written: map[handover.RuleRef]bool{}}
 	j.verdicts.at = map[types.UID]ledger.Version{}
 	return j
@@ -264,7 +268,7 @@ func (j *joinReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 		// Nothing joins: the canary goes (its slice and class too when
 		// the DRAStack goes; the garbage collector would take them later).
 		j.forget()
-		return ctrl.Result{}, j.canary.cleanup(ctx, "", stack == nil || stack.DeletionTimestamp != nil)
+		return ctrl.Result{}, j.cleanup(ctx, "", stack == nil || stack.DeletionTimestamp != nil)
 	}
 	var rules resourceapi.DeviceTaintRuleList
 	if err := r.Client.List(ctx, &rules); err != nil {
@@ -273,9 +277,8 @@ func (j *joinReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	pending := j.pending(rules.Items)
 	countRules(rules.Items)
 	if j.round == nil && len(pending) == 0 {
-		j.calibrating = -1
 		j.setWatched(nil)
-		return ctrl.Result{}, j.canary.cleanup(ctx, "", false)
+		return ctrl.Result{}, j.cleanup(ctx, "", false)
 	}
 	slice, err := j.canary.base(ctx, stack)
 	if err != nil || slice == nil {
@@ -283,8 +286,6 @@ func (j *joinReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	}
 	var res ctrl.Result
 	switch {
-	case slice.UID == "" || j.calibrated != slice.UID:
-		res, err = j.calibrate(ctx, stack, slice)
 	case j.round == nil:
 		res, err = j.startRound(ctx, stack, pending)
 	default:
@@ -302,6 +303,23 @@ func (j *joinReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
 	return res, err
+}
+
+// cleanup deletes the canary objects of every round but keep (and with
+// base the slice and class), and remembers the rounds whose rules went.
+func (j *joinReconciler) cleanup(ctx context.Context, keep string, base bool) error {
+	rounds, err := j.canary.cleanup(ctx, keep, base)
+	for _, round := range rounds {
+		j.deletedRule(round)
+	}
+	return err
+}
+
+// deletedRule remembers that the canary rule of round went.
+func (j *joinReconciler) deletedRule(round string) {
+	if !slices.Contains(j.tolerated, round) {
+		j.tolerated = append(j.tolerated, round)
+	}
 }
 
 // pending are the rules waiting to join, less those whose join this loop
@@ -322,54 +340,16 @@ func (j *joinReconciler) pending(rules []resourceapi.DeviceTaintRule) []handover
 
 // forget drops the barrier's state (the canary objects are cleaned up).
 func (j *joinReconciler) forget() {
-	j.round, j.calibrating = nil, -1
+	j.round = nil
 	j.setWatched(nil)
 	clear(j.reported)
 }
 
-// calibrate proves that kube-scheduler sees the canary slice and class:
-// until it bound a canary pod once, a refusal could mean it had not seen
-// the slice yet, not that it saw a rule.
-func (j *joinReconciler) calibrate(ctx context.Context, stack *v1alpha1.DRAStack, slice *resourceapi.ResourceSlice) (ctrl.Result, error) {
-	round := "cal-" + shortUID(slice.UID)
-	if j.calibrating < 0 {
-		if err := j.canary.cleanup(ctx, round, false); err != nil {
-			return ctrl.Result{}, err
-		}
-		j.calibrating = 0
-	}
-	pod, err := j.canary.pod(ctx, round, j.calibrating)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if pod == nil {
-		// Not created yet, or not in the cache yet (creating again is a
-		// no-op then).
-		return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round, j.calibrating)
-	}
-	if state, _ := handover.Canary(pod); state != handover.CanaryBound {
-		j.report(ctx, stack, round, corev1.EventTypeNormal, EventPoolsJoining,
-			"Central pools joining the partition: waiting for kube-scheduler to bind calibration pod %s/%s, which shows it sees the canary's slice; until then no pool tainted by a DeviceTaintRule joins", pod.Namespace, pod.Name)
-		return ctrl.Result{RequeueAfter: joinPoll}, nil
-	}
-	if err := j.canary.deleteAttempt(ctx, round, j.calibrating); err != nil {
-		return ctrl.Result{}, err
-	}
-	log.FromContext(ctx).Info("kube-scheduler sees the canary: it bound a calibration pod", "slice", slice.Name, "uid", slice.UID)
-	j.calibrated, j.calibrating = slice.UID, -1
-	return ctrl.Result{Requeue: true}, nil
-}
-
-func shortUID(uid types.UID) string {
-	s := strings.ReplaceAll(string(uid), "-", "")
-	return s[:min(len(s), 12)]
-}
-
 // startRound begins a round covering the pending rules: the canary rule,
-// created after them, then the first attempt.
+// created after them, then the clearance pod.
 func (j *joinReconciler) startRound(ctx context.Context, stack *v1alpha1.DRAStack, pending []handover.RuleRef) (ctrl.Result, error) {
 	id := strings.ToLower(rand.Text()[:10])
-	if err := j.canary.cleanup(ctx, id, false); err != nil {
+	if err := j.cleanup(ctx, id, false); err != nil {
 		return ctrl.Result{}, err
 	}
 	round := &joinRound{id: id, started: time.Now(), covered: map[string]handover.RuleRef{}}
@@ -385,7 +365,7 @@ func (j *joinReconciler) startRound(ctx context.Context, stack *v1alpha1.DRAStac
 		names = append(names, ref.String())
 	}
 	log.FromContext(ctx).Info("Join barrier round started", "round", id, "rules", names)
-	return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, id, 0)
+	return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, id, handover.Clearance, j.tolerated)
 }
 
 // runRound takes a round one step.
@@ -402,7 +382,10 @@ func (j *joinReconciler) runRound(ctx context.Context, stack *v1alpha1.DRAStack,
 	if len(round.covered) == 0 {
 		return j.endRound(ctx)
 	}
-	if round.refusal == nil {
+	switch {
+	case !round.cleared:
+		return j.awaitClearance(ctx, stack)
+	case round.refusal == nil:
 		return j.awaitRefusal(ctx, stack, cur)
 	}
 	return j.awaitWaiters(ctx, stack, cur)
@@ -410,12 +393,43 @@ func (j *joinReconciler) runRound(ctx context.Context, stack *v1alpha1.DRAStack,
 
 // endRound removes what is left of the round and lets the next one begin.
 func (j *joinReconciler) endRound(ctx context.Context) (ctrl.Result, error) {
-	if err := j.canary.cleanup(ctx, "", false); err != nil {
+	if err := j.cleanup(ctx, "", false); err != nil {
 		return ctrl.Result{}, err
 	}
 	j.round = nil
 	j.setWatched(nil)
 	return ctrl.Result{Requeue: true}, nil
+}
+
+// awaitClearance waits until kube-scheduler bound the round's clearance
+// pod, whose claim tolerates the round's taint and nothing else: its view
+// holds the canary slice and class, and no other taint on the canary
+// device (no earlier round's rule whose deletion it has not seen, no
+// administrator's rule). Only then can a refusal of the canary be the
+// round's rule's doing.
+func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRAStack) (ctrl.Result, error) {
+	round := j.round
+	pod, err := j.canary.pod(ctx, round.id, handover.Clearance)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if pod == nil {
+		// Not created yet, or not in the cache yet (creating again is a
+		// no-op then).
+		return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round.id, handover.Clearance, j.tolerated)
+	}
+	if state, _ := handover.Canary(pod); state != handover.CanaryBound {
+		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining,
+			"Central pools joining the partition: waiting for kube-scheduler to bind clearance pod %s/%s (it shows that kube-scheduler sees the canary and no other taint on it); until then nobody allocates the devices of %s",
+			pod.Namespace, pod.Name, listNames(slices.Sorted(maps.Keys(round.covered))))
+		return ctrl.Result{RequeueAfter: joinPoll}, nil
+	}
+	if err := j.canary.deleteAttempt(ctx, round.id, handover.Clearance); err != nil {
+		return ctrl.Result{}, err
+	}
+	round.cleared = true
+	log.FromContext(ctx).V(1).Info("kube-scheduler bound the clearance pod", "round", round.id, "took", time.Since(round.started).String())
+	return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round.id, 0, j.tolerated)
 }
 
 // awaitRefusal follows the round's canary pod until kube-scheduler refuses
@@ -426,7 +440,7 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 		if wait := time.Until(round.createAt); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
-		if err := j.canary.createAttempt(ctx, stack, round.id, round.attempt); err != nil {
+		if err := j.canary.createAttempt(ctx, stack, round.id, round.attempt, j.tolerated); err != nil {
 			return ctrl.Result{}, err
 		}
 		round.createAt = time.Time{}
@@ -436,7 +450,7 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 		return ctrl.Result{}, err
 	}
 	if pod == nil {
-		return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round.id, round.attempt)
+		return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round.id, round.attempt, j.tolerated)
 	}
 	state, refusal := handover.Canary(pod)
 	switch state {
@@ -457,6 +471,21 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 		log.FromContext(ctx).Info("kube-scheduler bound the canary before it saw the canary rule; trying again", "round", round.id, "attempt", round.attempt, "after", backoff.String())
 		return ctrl.Result{RequeueAfter: backoff}, nil
 	}
+	var live resourceapi.DeviceTaintRuleList
+	if err := j.r.APIReader.List(ctx, &live); err != nil {
+		return ctrl.Result{}, fmt.Errorf("read the DeviceTaintRules after the canary's refusal: %w", err)
+	}
+	if others := handover.OthersTaintingCanary(live.Items, round.id); len(others) > 0 {
+		// The refusal may be theirs: this round proves nothing. A new
+		// one clears the device first.
+		j.report(ctx, stack, "", corev1.EventTypeWarning, EventCanaryRefused,
+			"DeviceTaintRules %s taint the join barrier's canary device %s/%s/%s, so a refusal of the canary proves nothing; no pool tainted by a DeviceTaintRule joins the partition while they do",
+			strings.Join(others, ", "), handover.CanaryDriver, handover.CanaryPool, handover.CanaryDevice)
+		if _, err := j.endRound(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	}
 	waits, err := j.waitSets(ctx, round, cur)
 	if err != nil {
 		// The refusal stays in the cache: the next attempt reads it again.
@@ -464,6 +493,9 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 	}
 	roundsTotal.WithLabelValues("refused").Inc()
 	round.refusal, round.waits = &refusal, waits
+	// kube-scheduler saw every rule event before the round's rule: the
+	// taints of earlier rounds are out of its view.
+	j.tolerated = nil
 	if err := j.canary.deleteAttempt(ctx, round.id, round.attempt); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -472,6 +504,7 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 	if err := j.canary.delete(ctx, rule); err != nil {
 		return ctrl.Result{}, err
 	}
+	j.deletedRule(round.id)
 	n := 0
 	for _, w := range waits {
 		n += len(w.waiters)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -122,6 +123,18 @@ func (e *env) schedule(name, node, message string) {
 	}
 }
 
+// clearRound starts a round and plays kube-scheduler binding its
+// clearance pod.
+func (e *env) clearRound(j *joinReconciler) {
+	e.t.Helper()
+	e.reconcileJoin(j)
+	e.schedule(handover.CanaryPodName(j.round.id, handover.Clearance), "n1", "")
+	e.reconcileJoin(j)
+	if !j.round.cleared {
+		e.t.Fatal("the round is not cleared after its clearance pod was bound")
+	}
+}
+
 func (e *env) joinedRules() []string {
 	var out []string
 	for name, r := range e.rules() {
@@ -153,41 +166,37 @@ func TestJoinBarrier(t *testing.T) {
 		t.Fatalf("claim i1 allocated from %v before any pool joined the partition", pools(c))
 	}
 
-	// Calibration: a canary pod kube-scheduler must bind once.
+	// A round: the canary rule, then the clearance pod, which
+	// kube-scheduler must bind.
 	e.reconcileJoin(j)
-	cal := handover.CanaryPodName("cal-"+shortUID("canary-slice-uid"), 0)
-	if got := e.canaryPods(); !slices.Equal(got, []string{cal}) {
-		t.Fatalf("canary pods %v, want the calibration pod %s", got, cal)
+	if j.round == nil || len(j.round.covered) != 4 {
+		t.Fatalf("round %+v, want one covering the four rules", j.round)
 	}
 	var class resourceapi.DeviceClass
 	if err := e.c.Get(ctx, types.NamespacedName{Name: handover.CanaryName}, &class); err != nil || len(class.OwnerReferences) != 1 {
 		t.Fatalf("canary class: %v %+v, want it created and owned by the DRAStack", err, class.OwnerReferences)
 	}
-	// A refusal proves nothing before kube-scheduler showed it sees the
-	// canary slice.
-	e.schedule(cal, "", "0/3 nodes are available: 3 cannot allocate all claims.")
-	e.reconcileJoin(j)
-	if j.calibrated != "" || j.round != nil {
-		t.Fatal("calibrated by a refusal")
-	}
-	e.schedule(cal, "n1", "")
-	e.reconcileJoin(j)
-	if j.calibrated != "canary-slice-uid" || len(e.canaryPods()) != 0 {
-		t.Fatalf("after the calibration pod was bound: calibrated %q, canary pods %v", j.calibrated, e.canaryPods())
-	}
-
-	// A round: the canary rule, then the attempt.
-	e.reconcileJoin(j)
-	if j.round == nil || len(j.round.covered) != 4 {
-		t.Fatalf("round %+v, want one covering the four rules", j.round)
-	}
-	canaryRule := handover.CanaryRuleName(j.round.id)
+	round := j.round.id
+	canaryRule := handover.CanaryRuleName(round)
 	if _, ok := e.rules()[canaryRule]; !ok {
 		t.Fatalf("no canary rule %s", canaryRule)
 	}
-	first := handover.CanaryPodName(j.round.id, 0)
-	if got := e.canaryPods(); !slices.Equal(got, []string{first}) {
-		t.Fatalf("canary pods %v, want %s", got, first)
+	clearance := handover.CanaryPodName(round, handover.Clearance)
+	if got := e.canaryPods(); !slices.Equal(got, []string{clearance}) {
+		t.Fatalf("canary pods %v, want the clearance pod %s", got, clearance)
+	}
+	// A refused clearance pod: kube-scheduler does not see the canary's
+	// slice yet, or another taint is on it; the round waits.
+	e.schedule(clearance, "", "0/3 nodes are available: 3 cannot allocate all claims.")
+	e.reconcileJoin(j)
+	if j.round.cleared || j.round.refusal != nil {
+		t.Fatal("a refused clearance pod cleared the round")
+	}
+	e.schedule(clearance, "n1", "")
+	e.reconcileJoin(j)
+	first := handover.CanaryPodName(round, 0)
+	if got := e.canaryPods(); !j.round.cleared || !slices.Equal(got, []string{first}) {
+		t.Fatalf("after the clearance pod was bound: cleared %v, canary pods %v; want the first canary %s", j.round.cleared, got, first)
 	}
 	// kube-scheduler had not seen the rule: the canary is tried again.
 	e.schedule(first, "n2", "")
@@ -246,6 +255,11 @@ func TestJoinBarrier(t *testing.T) {
 	if j.round != nil || j.isWatched("uid-ks-pod") {
 		t.Error("the round did not end with the joins")
 	}
+	// The next round's canaries tolerate this round's taint: the deletion
+	// of its rule may not have reached kube-scheduler yet.
+	if !slices.Equal(j.tolerated, []string{round}) {
+		t.Errorf("tolerated rounds %v, want [%s]", j.tolerated, round)
+	}
 	checkPatches(t, e.patches, map[string][]string{"DeviceTaintRule": {"metadata.annotations"}})
 	if evs := e.events(); !hasEvent(evs, corev1.EventTypeNormal, EventPoolsJoined, "joined the partition") {
 		t.Errorf("events %q, want %s", evs, EventPoolsJoined)
@@ -278,8 +292,7 @@ func TestJoinWaitsForTheFence(t *testing.T) {
 	if err := e.c.Delete(context.Background(), e.pod("ks-pod")); err != nil {
 		t.Fatal(err)
 	}
-	j.calibrated = "canary-slice-uid"
-	e.reconcileJoin(j)
+	e.clearRound(j)
 	e.schedule(handover.CanaryPodName(j.round.id, 0), "", allocFailMessage)
 	e.r.fence.(*openFence).lost = true
 	if _, err := j.Reconcile(context.Background(), joinKey); !errors.Is(err, fence.ErrLost) {
@@ -297,8 +310,7 @@ func TestJoinWaitsForTheFence(t *testing.T) {
 
 func TestJoinCleanup(t *testing.T) {
 	e, j := joinEnv(t, interceptor.Funcs{})
-	j.calibrated = "canary-slice-uid"
-	e.reconcileJoin(j)
+	e.clearRound(j)
 	if len(e.canaryPods()) != 1 {
 		t.Fatalf("canary pods %v, want one attempt", e.canaryPods())
 	}
@@ -400,8 +412,7 @@ func TestJoinWaitSetsPerRule(t *testing.T) {
 	if err := e.c.Create(ctx, ks); err != nil {
 		t.Fatal(err)
 	}
-	j.calibrated = "canary-slice-uid"
-	e.reconcileJoin(j)
+	e.clearRound(j)
 	e.schedule(handover.CanaryPodName(j.round.id, 0), "", allocFailMessage)
 	e.reconcileJoin(j)
 	want := []string{central.RuleName(tdrv, "mh"), central.RuleName(tdrv, "n1")}
@@ -427,5 +438,32 @@ func TestJoinWaitSetsPerRule(t *testing.T) {
 	e.reconcileJoin(j)
 	if got := e.joinedRules(); len(got) != 4 {
 		t.Fatalf("joined %v, want all four once the pod and its claim are gone", got)
+	}
+}
+
+func TestJoinDistrustsAnotherTaintOnTheCanary(t *testing.T) {
+	e, j := joinEnv(t, interceptor.Funcs{})
+	e.clearRound(j)
+	// An administrator taints every device, the canary's too, after the
+	// clearance pod was bound.
+	all := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "maintenance"},
+		Spec: resourceapi.DeviceTaintRuleSpec{DeviceSelector: &resourceapi.DeviceTaintSelector{},
+			Taint: resourceapi.DeviceTaint{Key: "example.com/maintenance", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}
+	if err := e.c.Create(context.Background(), all); err != nil {
+		t.Fatal(err)
+	}
+	round := j.round.id
+	e.schedule(handover.CanaryPodName(round, 0), "", allocFailMessage)
+	if res := e.reconcileJoin(j); res.RequeueAfter < 10*time.Second {
+		t.Errorf("result %+v, want a later look", res)
+	}
+	if j.round != nil || len(e.joinedRules()) != 0 {
+		t.Fatalf("round %+v, joined %v: a refusal another rule may explain joined something", j.round, e.joinedRules())
+	}
+	if evs := e.events(); !hasEvent(evs, corev1.EventTypeWarning, EventCanaryRefused, "maintenance") {
+		t.Errorf("events %q, want %s naming the rule", evs, EventCanaryRefused)
+	}
+	if !slices.Contains(j.tolerated, round) {
+		t.Errorf("tolerated %v: the abandoned round's rule went, its taint may linger", j.tolerated)
 	}
 }
