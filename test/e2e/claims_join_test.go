@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,7 +214,11 @@ func jnDump(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	pods, _ := c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "drastack.io/component=canary"})
 	for _, p := range pods.Items {
-		t.Logf("canary pod %s/%s node=%q conditions=%+v", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Conditions)
+		t.Logf("canary pod %s/%s node=%q nominated=%q conditions=%+v", p.Namespace, p.Name, p.Spec.NodeName, p.Status.NominatedNodeName, p.Status.Conditions)
+	}
+	claims, _ := c.Client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{LabelSelector: "drastack.io/component=canary"})
+	for _, cl := range claims.Items {
+		t.Logf("canary claim %s/%s tolerations=%+v allocation=%v", cl.Namespace, cl.Name, cl.Spec.Devices.Requests[0].Exactly.Tolerations, cl.Status.Allocation != nil)
 	}
 	for _, e := range clEventsOn(ctx, c, "", "DRAStack", v1alpha1.DRAStackName) {
 		t.Logf("DRAStack event %s: %s", e.Reason, e.Note)
@@ -221,6 +226,23 @@ func jnDump(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	rules, _ := c.Client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
 	for _, r := range rules.Items {
 		t.Logf("rule %s gen=%d annotations=%v labels=%v", r.Name, r.Generation, r.Annotations, r.Labels)
+	}
+}
+
+// jnWaitEvent waits for an Event on the DRAStack with reason whose note
+// mentions mention; on a timeout it logs the canary and the rules.
+func jnWaitEvent(ctx context.Context, t *testing.T, c *cluster.Cluster, reason, mention string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
+		for _, e := range clEventsOn(ctx, c, "", "DRAStack", v1alpha1.DRAStackName) {
+			if e.Reason == reason && strings.Contains(e.Note, mention) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		jnDump(ctx, t, c)
+		t.Fatalf("no %s Event on the DRAStack mentioning %q: %v", reason, mention, err)
 	}
 }
 
@@ -310,7 +332,7 @@ func TestClaimsJoin(t *testing.T) {
 			// The barrier runs, but the waiting pods hold the join: their
 			// claims could get pool 1's devices in a binding cycle that
 			// began before kube-scheduler saw the rule.
-			clWaitEvent(ctx, t, c, "", "DRAStack", v1alpha1.DRAStackName, claimsctrl.EventPoolsJoining, fmt.Sprintf("%d of %d pods", jnPods, jnPods))
+			jnWaitEvent(ctx, t, c, claimsctrl.EventPoolsJoining, fmt.Sprintf("%d of %d pods", jnPods, jnPods))
 			t.Logf("timing: DRAStack edit -> canary refused, %d pods in the wait set, in %s", jnPods, since(moved))
 			rule1, err := c.Client.ResourceV1().DeviceTaintRules().Get(ctx, central.RuleName(jnDriver, jnNode(1)), metav1.GetOptions{})
 			if err != nil {
@@ -331,7 +353,7 @@ func TestClaimsJoin(t *testing.T) {
 			rule1 = jnWaitJoined(ctx, t, c, jnNode(1))
 			joinRev := w.joinRevision(ctx, t, rule1)
 			t.Logf("timing: pods released -> pool %s joined in %s (edit -> join %s)", jnNode(1), since(released), since(moved))
-			clWaitEvent(ctx, t, c, "", "DRAStack", v1alpha1.DRAStackName, claimsctrl.EventPoolsJoined, rule1.Name)
+			jnWaitEvent(ctx, t, c, claimsctrl.EventPoolsJoined, rule1.Name)
 			clWaitClaim(ctx, t, c, jnNamespace, "op-1", "allocated", clAllocated)
 			// The watch may lag the API; wait until it saw the allocation.
 			var opRev int64
@@ -367,7 +389,7 @@ func TestClaimsJoin(t *testing.T) {
 				t.Fatal(err)
 			}
 			jnOperatorClaim(ctx, t, c, "op-2", 1)
-			clWaitEvent(ctx, t, c, "", "DRAStack", v1alpha1.DRAStackName, claimsctrl.EventTaintRestored, rule1.Name+" (deleted)")
+			jnWaitEvent(ctx, t, c, claimsctrl.EventTaintRestored, rule1.Name+" (deleted)")
 			t.Logf("timing: rule deleted -> restored and reported in %s", since(deleted))
 			if got := clMetric(t, "drastack_central_rules_restored_total", nil) - before; got < 1 {
 				t.Errorf("drastack_central_rules_restored_total grew by %v, want at least 1", got)

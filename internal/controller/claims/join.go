@@ -298,7 +298,7 @@ func (j *joinReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 		// The same request fails again until someone changes the
 		// cluster: say so, and look again now and then.
-		j.report(ctx, stack, "", corev1.EventTypeWarning, EventCanaryRefused,
+		j.report(ctx, stack, "", corev1.EventTypeWarning, EventCanaryRefused, "CreateCanary",
 			"The API server refused the join barrier's canary, so no pool tainted by a DeviceTaintRule joins the partition and nobody allocates its devices (the canary's claims ask for admin access, which needs the label resource.kubernetes.io/admin-access=true on namespace %s): %v", j.canary.namespace, err)
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
@@ -419,7 +419,7 @@ func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRA
 		return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round.id, handover.Clearance, j.tolerated)
 	}
 	if state, _ := handover.Canary(pod); state != handover.CanaryBound {
-		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining,
+		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining, "AwaitClearance",
 			"Central pools joining the partition: waiting for kube-scheduler to bind clearance pod %s/%s (it shows that kube-scheduler sees the canary and no other taint on it); until then nobody allocates the devices of %s",
 			pod.Namespace, pod.Name, listNames(slices.Sorted(maps.Keys(round.covered))))
 		return ctrl.Result{RequeueAfter: joinPoll}, nil
@@ -455,7 +455,7 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 	state, refusal := handover.Canary(pod)
 	switch state {
 	case handover.CanaryWaiting:
-		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining,
+		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining, "AwaitRefusal",
 			"Central pools joining the partition: waiting for kube-scheduler to refuse canary pod %s/%s, which shows it saw their DeviceTaintRules; until then nobody allocates the devices of %s",
 			pod.Namespace, pod.Name, listNames(slices.Sorted(maps.Keys(round.covered))))
 		return ctrl.Result{RequeueAfter: joinPoll}, nil
@@ -478,7 +478,7 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 	if others := handover.OthersTaintingCanary(live.Items, round.id); len(others) > 0 {
 		// The refusal may be theirs: this round proves nothing. A new
 		// one clears the device first.
-		j.report(ctx, stack, "", corev1.EventTypeWarning, EventCanaryRefused,
+		j.report(ctx, stack, "", corev1.EventTypeWarning, EventCanaryRefused, "CheckCanary",
 			"DeviceTaintRules %s taint the join barrier's canary device %s/%s/%s, so a refusal of the canary proves nothing; no pool tainted by a DeviceTaintRule joins the partition while they do",
 			strings.Join(others, ", "), handover.CanaryDriver, handover.CanaryPool, handover.CanaryDevice)
 		if _, err := j.endRound(ctx); err != nil {
@@ -682,7 +682,7 @@ func (j *joinReconciler) awaitWaiters(ctx context.Context, stack *v1alpha1.DRASt
 			"Central pools joined the partition: kube-scheduler saw their DeviceTaintRules (it refused the canary) and the pods it may have been binding with their devices before are resolved; the operator allocates them from now on: %s", listNames(joined))
 	}
 	if len(joining) > 0 {
-		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining,
+		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining, "AwaitPods",
 			"Central pools joining the partition: kube-scheduler saw their DeviceTaintRules (it refused the canary), and %d of %d pods it may have been binding with their devices before are neither refused again nor have their claims allocated or deleted; until then nobody allocates the devices of %s",
 			len(open), len(waiters), listNames(joining))
 	}
@@ -797,16 +797,18 @@ func (j *joinReconciler) join(ctx context.Context, stack *v1alpha1.DRAStack, rul
 }
 
 // report emits an Event on the DRAStack unless the same note was the last
-// one under key (a round, or "" for the canary). Notes name rules and the
+// one under key (a round, or "" for the canary). Each step of a round has
+// an action of its own: the Event recorder merges Events of one object,
+// reason and action into a series that keeps the first note. Notes name rules and the
 // canary, and count tenants' pods: the DRAStack is cluster-scoped, and
 // tenants' pods stay in their namespaces.
-func (j *joinReconciler) report(ctx context.Context, stack *v1alpha1.DRAStack, key, eventType, reason, note string, args ...any) {
+func (j *joinReconciler) report(ctx context.Context, stack *v1alpha1.DRAStack, key, eventType, reason, action, note string, args ...any) {
 	msg := fmt.Sprintf(note, args...)
 	if j.reported[key] == msg {
 		return
 	}
 	j.reported[key] = msg
-	j.r.event(stack, eventType, reason, "Join", "%s", msg)
+	j.r.event(stack, eventType, reason, action, "%s", msg)
 	log.FromContext(ctx).Info("Central pools: "+reason, "note", msg)
 }
 
