@@ -205,8 +205,13 @@ func (p *Partition) Pools() []PoolID {
 	return out
 }
 
-// selfPublished says whether the operator's own publisher writes the taint
-// into the pool's slices: a node-less pool of a published driver.
+// SelfPublished says whether the operator's own publisher writes the taint
+// into the pool's slices (a node-less pool of a published driver): such a
+// pool needs no DeviceTaintRule, and joins the partition at once
+// (docs/allocation-protocol.md, section 4).
+func (p *Partition) SelfPublished(id PoolID) bool { return p.selfPublished(id) }
+
+// selfPublished is SelfPublished.
 func (p *Partition) selfPublished(id PoolID) bool {
 	return p.published[id.Driver] && !p.seen[id].nodeLocal
 }

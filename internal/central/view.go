@@ -12,10 +12,11 @@ import (
 )
 
 // NotCentralTaintKey marks, in the engine's view only, the devices the
-// operator must not allocate: devices of pools that are not central, and
-// of central pools whose devices do not all carry the operator's taint
-// yet (kube-scheduler could still take them). It is never written to the
-// API server.
+// operator must not allocate: devices of pools that are not central, of
+// central pools whose devices do not all carry the operator's taint yet
+// (kube-scheduler could still take them), and of central pools that have
+// not joined the partition (kube-scheduler may still write allocations it
+// decided before it saw the taint). It is never written to the API server.
 const NotCentralTaintKey = "resource.drastack.io/not-central"
 
 // notCentralTaint is the taint EngineView puts on devices the operator
@@ -30,18 +31,24 @@ func notCentralTaint() resourcev1.DeviceTaint {
 //
 //   - the NoSchedule/NoExecute taints of the DeviceTaintRules are applied
 //     (ApplyTaintRules), so every taint kube-scheduler honours is honoured;
-//   - every device outside the pools CentralSlices keeps gets the
-//     NotCentralTaintKey taint.
+//   - every device outside the pools CentralSlices keeps, and of the pools
+//     joined does not report joined, gets the NotCentralTaintKey taint
+//     (docs/allocation-protocol.md, section 4: a pool is the operator's
+//     only once it joined; package handover decides that).
 //
 // A claim passed through ForOperator tolerates only the operator's own
 // taint, so it can get only central devices; one passed through
 // ForScheduler tolerates only NotCentralTaintKey, so, like kube-scheduler,
 // it never gets a central device. The inputs are not modified.
-func EngineView(p *Partition, slices []*resourcev1.ResourceSlice, rules []resourcev1.DeviceTaintRule) []*resourcev1.ResourceSlice {
+// A nil joined joins no pool.
+func EngineView(p *Partition, slices []*resourcev1.ResourceSlice, rules []resourcev1.DeviceTaintRule, joined func(PoolID) bool) []*resourcev1.ResourceSlice {
 	applied := ApplyTaintRules(slices, rules)
 	usable := map[PoolID]bool{}
 	for _, s := range CentralSlices(p, applied) {
-		usable[PoolID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name}] = true
+		id := PoolID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name}
+		if _, seen := usable[id]; !seen {
+			usable[id] = joined != nil && joined(id)
+		}
 	}
 	out := make([]*resourcev1.ResourceSlice, 0, len(applied))
 	for _, s := range applied {

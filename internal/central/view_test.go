@@ -48,13 +48,16 @@ func namedNode(name string) *corev1.Node {
 
 // TestEngineViewSeparatesTheAllocators runs the native engine on the
 // engine view: whatever the order of pools, an operator claim only ever
-// gets devices of central pools whose taint is in place, and a
+// gets devices of joined central pools whose taint is in place, and a
 // kube-scheduler claim only devices kube-scheduler could take.
 func TestEngineViewSeparatesTheAllocators(t *testing.T) {
-	entries := []v1alpha1.CentralDevices{{Driver: "gpu", Pools: []string{"central", "untainted"}}}
+	entries := []v1alpha1.CentralDevices{{Driver: "gpu", Pools: []string{"central", "untainted", "joining"}}}
 	slices := []*resourcev1.ResourceSlice{
 		nodeSlice("gpu-open", "gpu", "open", "n1", "o0", "o1"),
 		tainted(nodeSlice("gpu-central", "gpu", "central", "n1", "c0", "c1")),
+		// Central and tainted, but not joined yet: kube-scheduler may
+		// still write an allocation it decided before the taint.
+		tainted(nodeSlice("gpu-joining", "gpu", "joining", "n1", "j0", "j1")),
 		// Central, but the rule is not in place yet: nobody may use it
 		// as central, and kube-scheduler still can.
 		nodeSlice("gpu-untainted", "gpu", "untainted", "n1", "u0"),
@@ -73,7 +76,8 @@ func TestEngineViewSeparatesTheAllocators(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view := EngineView(p, slices, []resourcev1.DeviceTaintRule{foreign})
+	joined := func(id PoolID) bool { return id.Pool != "joining" }
+	view := EngineView(p, slices, []resourcev1.DeviceTaintRule{foreign}, joined)
 	if len(slices[0].Spec.Devices[0].Taints) != 0 {
 		t.Fatal("EngineView modified its input")
 	}
@@ -94,7 +98,7 @@ func TestEngineViewSeparatesTheAllocators(t *testing.T) {
 		count int
 	}{
 		{"operator claim: only the central pool", ForOperator(claimFor("op", 2)), map[string]bool{"c0": true, "c1": true}, 2},
-		{"operator claim: no more than the central pool holds", ForOperator(claimFor("op3", 3)), nil, 0},
+		{"operator claim: no more than the joined central pool holds", ForOperator(claimFor("op3", 3)), nil, 0},
 		{"scheduler claim: open and untainted pools only", ForScheduler(claimFor("ks", 3)), map[string]bool{"o0": true, "o1": true, "u0": true}, 3},
 		{"scheduler claim: never central or foreign-tainted devices", ForScheduler(claimFor("ks4", 4)), nil, 0},
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
 	"github.com/drastack/drastack/internal/clusterprobe"
+	"github.com/drastack/drastack/internal/handover"
 	"github.com/drastack/drastack/internal/placement"
 )
 
@@ -295,7 +296,8 @@ func engineView(st *liveState, pending []*resourceapi.ResourceClaim, features al
 		in.Slices, in.TaintRules = st.slices, st.rules
 		return in, pending
 	}
-	in.Slices = central.EngineView(part, st.slices, st.rules)
+	// As the operator's engine: only joined pools are its (package handover).
+	in.Slices = central.EngineView(part, st.slices, st.rules, handover.JoinedPools(part, st.rules))
 	features.DeviceTaints = true
 	out := make([]*resourceapi.ResourceClaim, 0, len(pending))
 	for _, c := range pending {

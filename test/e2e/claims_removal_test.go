@@ -76,8 +76,10 @@ func (l *rmLog) watch(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 	go func() {
 		defer pods.Stop()
-		// A lift is a change from gated to not gated; the watch's first
-		// events list every pod as it is.
+		// Only a pod seen gated counts: one whose gate went before the
+		// watch began (its first event is then an ADDED without it) was
+		// lifted earlier, and its later writes (binding, status) are no
+		// lifts.
 		gated := map[string]bool{}
 		for ev := range pods.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)

@@ -39,12 +39,14 @@ func pools(c *resourceapi.ResourceClaim) []string {
 }
 
 // tainted runs the taint loop once, so that the central pools carry the
-// operator's taint (the engine allocates from no other pool).
+// operator's taint, and records their rules as joined, as the join
+// barrier would (the engine allocates from no other pool).
 func (e *env) tainted() {
 	e.t.Helper()
 	if _, err := (&taintReconciler{r: e.r}).Reconcile(context.Background(), taintKey); err != nil {
 		e.t.Fatal(err)
 	}
+	e.joinAll()
 	// The taint loop's writes (rules, the DRAStack's finalizer) are the
 	// setup; the test looks at what comes after.
 	e.events()

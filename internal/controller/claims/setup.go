@@ -155,6 +155,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if err != nil {
 			return fmt.Errorf("build the %s controller: %w", TaintControllerName, err)
 		}
+		// The join barrier of the pools the rules taint (join.go).
+		if err := r.setupJoin(mgr, mcache); err != nil {
+			return err
+		}
 	}
 	if err := mgr.Add(&termRunner{r: r, ready: []chan event.GenericEvent{claimsReady, podsReady}}); err != nil {
 		return fmt.Errorf("add the allocation term: %w", err)
@@ -286,7 +290,10 @@ func (r *Reconciler) watchDevices(bld *ctrl.Builder, c cache.Cache, b *book) *ct
 			func(a, b *resourceapi.DeviceClass) bool { return a.Generation != b.Generation }))).
 		WatchesRawSource(source.TypedKind(c, &corev1.Node{}, r.nodeChanges(b)))
 	if r.taintRules {
-		bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceTaintRule{}, versionChanges[*resourceapi.DeviceTaintRule](changed(changeDevices), specChanged[*resourceapi.DeviceTaintRule])))
+		// A rule's join (an annotation, join.go) decides whether the
+		// engine may allocate its pools, as its spec does.
+		bld = bld.WatchesRawSource(source.TypedKind(c, &resourceapi.DeviceTaintRule{}, versionChanges[*resourceapi.DeviceTaintRule](changed(changeDevices),
+			func(a, b *resourceapi.DeviceTaintRule) bool { return specChanged(a, b) || joinChanged(a, b) })))
 	}
 	return bld
 }

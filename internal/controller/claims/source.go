@@ -10,13 +10,15 @@ import (
 
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
+	"github.com/drastack/drastack/internal/handover"
 	"github.com/drastack/drastack/internal/ledger"
 )
 
 // cacheSource reads the engine's inputs from the informer caches for the
 // ledger (ledger.Source). The slices are the engine view of package
 // central: DeviceTaintRules applied, and devices the operator must not
-// allocate tainted in the view only, so that claims passed through
+// allocate (not central, not tainted yet, or of a pool that has not joined
+// the partition) tainted in the view only, so that claims passed through
 // central.ForOperator get only central devices and claims passed through
 // central.ForScheduler only the others.
 type cacheSource struct {
@@ -78,7 +80,9 @@ func (s *cacheSource) Read(ctx context.Context) (ledger.View, error) {
 		// False; until it is fixed no device is central.
 		part, _ = central.NewPartition(central.Inputs{Slices: raw, Nodes: in.Nodes})
 	}
-	in.Slices = central.EngineView(part, raw, rules)
+	// A central pool is the operator's only once it joined the partition
+	// (docs/allocation-protocol.md, section 4): its rule records the join.
+	in.Slices = central.EngineView(part, raw, rules, handover.JoinedPools(part, rules))
 	f := engineFeatures(config)
 	in.Features = &f
 	view.LabelKeys = central.LabelKeys(raw, cfg.Central)

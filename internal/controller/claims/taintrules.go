@@ -20,6 +20,7 @@ import (
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
 	"github.com/drastack/drastack/internal/ledger"
+	"github.com/drastack/drastack/internal/handover"
 )
 
 // The taint loop owns the DeviceTaintRules that keep kube-scheduler off
@@ -49,6 +50,10 @@ const EventTaintRules = "CentralDevicesTainted"
 // lets the DRAStack go.
 const CleanupFinalizer = "drastack.io/claims-cleanup"
 
+// EventTaintRestored is the reason of the Warning on the DRAStack when the
+// taint loop put back a central rule that someone else deleted or changed.
+const EventTaintRestored = "CentralTaintRestored"
+
 // taintReconciler keeps the DeviceTaintRules of spec.claims.central in
 // place (central.Partition.TaintRules).
 type taintReconciler struct {
@@ -56,6 +61,10 @@ type taintReconciler struct {
 	// reportedNotOwned are the central classes last reported as not the
 	// operator's: reported once per change (one worker runs this loop).
 	reportedNotOwned string
+	// seen are the pool rules of the operator this process saw or made
+	// and did not delete itself: one of them missing was deleted by
+	// someone else. Only the loop's one worker uses it.
+	seen map[string]bool
 }
 
 // Reconcile converges the operator's rules. When the configuration goes
@@ -145,6 +154,7 @@ func (t *taintReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.R
 	if err := t.classes(ctx, stack, cfg, owner); err != nil {
 		return ctrl.Result{}, err
 	}
+	t.noteRestored(stack, existing.Items, diff)
 	if !diff.Empty() {
 		r.ledger.Invalidate()
 		log.FromContext(ctx).Info("Central devices tainted", "created", len(diff.Create), "updated", len(diff.Update), "deleted", len(diff.Delete))
@@ -360,4 +370,51 @@ func (t *taintReconciler) gatedPods(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// noteRestored reports the pool rules diff puts back after someone else
+// deleted or changed them (the admission policies let only the operator
+// do either): a pool rule that this process saw and did not delete is
+// missing, or a pool rule's spec is not the operator's. The operator never
+// changes a pool rule's spec itself: its name says what it selects. The
+// restored rule is a new object or a new generation, so its pools are
+// allocated by nobody until they join the partition again (join.go); the
+// engine already stopped using them when the cache showed the change.
+func (t *taintReconciler) noteRestored(stack *v1alpha1.DRAStack, existing []resourceapi.DeviceTaintRule, diff central.RuleDiff) {
+	if t.seen == nil {
+		t.seen = map[string]bool{}
+	}
+	var restored []string
+	for i := range diff.Create {
+		if rule := &diff.Create[i]; handover.PoolRule(rule) && t.seen[rule.Name] {
+			restored = append(restored, rule.Name+" (deleted)")
+		}
+	}
+	for i := range diff.Update {
+		if rule := &diff.Update[i]; handover.PoolRule(rule) {
+			restored = append(restored, rule.Name+" (changed)")
+		}
+	}
+	for i := range existing {
+		if handover.PoolRule(&existing[i]) {
+			t.seen[existing[i].Name] = true
+		}
+	}
+	for i := range diff.Create {
+		if handover.PoolRule(&diff.Create[i]) {
+			t.seen[diff.Create[i].Name] = true
+		}
+	}
+	for i := range diff.Delete {
+		delete(t.seen, diff.Delete[i].Name)
+	}
+	if len(restored) == 0 {
+		return
+	}
+	rulesRestored.Add(float64(len(restored)))
+	if stack != nil {
+		t.r.event(stack, corev1.EventTypeWarning, EventTaintRestored, "Taint",
+			"Central DeviceTaintRules restored after someone else deleted or changed them (only the operator may): %s; nobody allocates their devices until they join the partition again",
+			strings.Join(restored, ", "))
+	}
 }
