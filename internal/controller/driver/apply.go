@@ -19,6 +19,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/driver"
+	"github.com/drastack/drastack/internal/note"
 )
 
 // maxProblemMessage bounds an API error quoted in status.
@@ -313,11 +314,8 @@ func (r *Reconciler) deleteObject(ctx context.Context, o object) error {
 	return nil
 }
 
-// shorten keeps an API error readable in status.
+// shorten keeps an API error readable in status: quoted values give way
+// before the cause at the end of the error does.
 func shorten(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > maxProblemMessage {
-		return s[:maxProblemMessage-3] + "..."
-	}
-	return s
+	return note.Shorten(s, maxProblemMessage)
 }

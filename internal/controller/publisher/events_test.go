@@ -59,9 +59,9 @@ func TestChangedEntries(t *testing.T) {
 }
 
 func TestTruncateNote(t *testing.T) {
-	long := strings.Repeat("x", 2000)
-	if got := truncateNote(long); len(got) != maxNote || !strings.HasSuffix(got, "...") {
-		t.Errorf("truncateNote kept %d characters, want %d ending in ...", len(got), maxNote)
+	long := "publish pool tpu-a: " + strings.Repeat("x", 2000) + ": the cause"
+	if got := truncateNote(long); len(got) > maxNote || !strings.HasPrefix(got, "publish pool tpu-a: ") || !strings.HasSuffix(got, ": the cause") {
+		t.Errorf("truncateNote kept %d characters (limit %d) and should keep the start and the cause: %q", len(got), maxNote, got)
 	}
 	if got := truncateNote("short"); got != "short" {
 		t.Errorf("truncateNote changed a short note: %q", got)
