@@ -227,4 +227,3 @@ func TestMapEntryCopiesTheSpec(t *testing.T) {
 		})
 	}
 }
-
