@@ -38,6 +38,7 @@ import (
 	driverctrl "github.com/drastack/drastack/internal/controller/driver"
 	poolctrl "github.com/drastack/drastack/internal/controller/pool"
 	publisherctrl "github.com/drastack/drastack/internal/controller/publisher"
+	"github.com/drastack/drastack/internal/controller/specgate"
 	stackctrl "github.com/drastack/drastack/internal/controller/stack"
 	"github.com/drastack/drastack/internal/driver"
 	"github.com/drastack/drastack/internal/webhookcert"
@@ -190,8 +191,12 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create clientset: %w", err)
 	}
+	// Every controller that changes what runs asks the same gate before it
+	// acts on a spec (internal/controller/specgate).
+	gate := &specgate.Gate{Cache: mgr.GetClient(), API: mgr.GetAPIReader(), OperatorNamespace: operatorNamespace(o.Namespace)}
 	if err := (&stackctrl.Reconciler{
 		Client:        mgr.GetClient(),
+		Gate:          gate,
 		Prober:        &clusterprobe.Prober{Client: clientset, Namespace: o.ProbeNamespace},
 		Recorder:      mgr.GetEventRecorder("drastack"),
 		ProbeInterval: o.ClusterProbeInterval,
@@ -207,6 +212,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	if err := (&publisherctrl.Reconciler{
 		Client:     mgr.GetClient(),
+		Gate:       gate,
 		KubeClient: clientset,
 		Recorder:   mgr.GetEventRecorder("drastack-publisher"),
 	}).SetupWithManager(mgr); err != nil {
@@ -227,6 +233,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	if err := (&driverctrl.Reconciler{
 		Client:    mgr.GetClient(),
+		Gate:      gate,
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("drastack-driver"),
 		Settings:  driver.Settings{PublishGrace: o.DriverPublishGrace, RolloutTimeout: o.DriverRolloutTimeout},

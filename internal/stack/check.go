@@ -87,7 +87,7 @@ const PodSecurityEnforceLabel = "pod-security.kubernetes.io/enforce"
 const DriverPodSecurity = "privileged"
 
 // systemNamespaces belong to Kubernetes itself; the CRD refuses them too.
-var systemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+var systemNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "default"}
 
 // Check is the whole-spec check, made before anything is applied or
 // deleted: Validate's field checks, plus conflicts between entries and

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/controller/specgate"
 	"github.com/drastack/drastack/internal/driver"
 )
 
@@ -60,6 +61,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Settings tune the status judgements; zero values use the defaults.
 	Settings driver.Settings
+	// Gate is the whole-spec check: an invalid spec changes nothing that
+	// runs (see hold). Nil: every spec is acted on (tests of one branch).
+	Gate *specgate.Gate
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
 
@@ -96,6 +100,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	now := r.now()
 	deleting := st.DeletionTimestamp != nil
+	if !deleting && r.Gate != nil {
+		// Before anything is applied or deleted: a spec the whole-spec
+		// check refuses (a namespace the operator must not use, a driver
+		// named like a multi-host driver, ...) changes nothing that runs.
+		// A DRAStack being deleted is removed whatever its spec says.
+		v, err := r.Gate.Check(ctx, &st, specgate.What{})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !v.Valid() {
+			return r.hold(ctx, &st, v, now)
+		}
+	}
 	namespace := st.Spec.Namespace
 	if namespace == "" {
 		namespace = DefaultNamespace

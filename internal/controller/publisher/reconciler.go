@@ -26,11 +26,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/controller/specgate"
 	"github.com/drastack/drastack/internal/controller/statusapply"
 )
 
 // FieldManager owns status.multiHost; no other controller writes it.
 const FieldManager = "drastack-publisher"
+
+// invalidRecheck is when an invalid spec is checked again without an
+// event: what made it invalid may be a namespace, which is not watched.
+const invalidRecheck = 15 * time.Second
 
 // retireCheckInterval is how often a driver that left the spec is checked
 // for remaining slices before its controller is stopped. The library
@@ -49,6 +54,9 @@ type Reconciler struct {
 	KubeClient kubernetes.Interface
 	// Recorder emits Events on the DRAStack; nil disables them.
 	Recorder events.EventRecorder
+	// Gate is the whole-spec check: the pools of an invalid spec are not
+	// published (see Reconcile). Nil: every spec is acted on (tests).
+	Gate *specgate.Gate
 
 	drivers drivers
 	cancel  context.CancelFunc
@@ -106,6 +114,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// running controller would put them back.
 		r.drivers.stop()
 		return ctrl.Result{}, nil
+	}
+	if r.Gate != nil {
+		v, err := r.Gate.Check(ctx, &st, specgate.What{})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !v.Valid() {
+			// An invalid spec changes nothing that runs: the library
+			// controllers keep publishing the pools of the last valid
+			// spec, as they were (restarted, the operator starts none, and
+			// the slices stay as they are). SpecValid says why.
+			logger.Info("The spec is invalid; the published pools stay as they are until it is valid", "generation", st.Generation)
+			return ctrl.Result{RequeueAfter: invalidRecheck}, nil
+		}
 	}
 	r.remember(&st)
 
