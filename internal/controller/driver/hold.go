@@ -24,7 +24,7 @@ const ReasonSpecInvalid = "SpecInvalid"
 // holdRecheck is when a held spec is checked again without an event: what
 // made it invalid may be in the cluster (a namespace someone else created
 // and then deleted), which this controller does not watch.
-const holdRecheck = busyPoll
+const holdRecheck = 5 * time.Second
 
 // hold is the reconcile of a spec the whole-spec check refuses: nothing
 // is applied, pruned or removed, so the drivers of the last valid spec

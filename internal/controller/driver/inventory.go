@@ -85,14 +85,31 @@ func (in *installed) findRule(name string) *object {
 	return nil
 }
 
-// hasTaintRules says whether every rule of the targets exists.
+// hasTaintRules says whether the driver's DeviceTaintRules are exactly
+// those of the targets: every one exists, and no other is left (a rule
+// for the whole driver name, from before the central publisher started
+// publishing under it, would taint the publisher's devices).
 func (in *installed) hasTaintRules(targets []driver.TaintTarget) bool {
 	for _, t := range targets {
 		if in.findRule(driver.TaintRuleName(t)) == nil {
 			return false
 		}
 	}
-	return true
+	return len(in.staleRules(targets)) == 0
+}
+
+// staleRules are the driver's DeviceTaintRules that no target names.
+func (in *installed) staleRules(targets []driver.TaintTarget) []object {
+	if in == nil {
+		return nil
+	}
+	var out []object
+	for _, r := range in.taintRules {
+		if !slices.ContainsFunc(targets, func(t driver.TaintTarget) bool { return driver.TaintRuleName(t) == r.GetName() }) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // find returns the installed object with the id ("Kind ns/name"), or nil.

@@ -140,6 +140,13 @@ func (r *Reconciler) act(ctx context.Context, st *v1alpha1.DRAStack, name string
 				return fmt.Errorf("stop allocations of driver %s: %s", name, p.Message)
 			}
 		}
+		// Rules no target names any more go once the new ones are in
+		// place: never a moment without a taint.
+		for _, o := range in.staleRules(targets) {
+			if err := r.deleteObject(ctx, o); err != nil {
+				return err
+			}
+		}
 	case driver.ActionDeleteDeviceClasses:
 		return r.deleteMatching(in.objects, func(gk schema.GroupKind) bool { return gk.Kind == "DeviceClass" }, ctx)
 	case driver.ActionDeleteWorkloads:

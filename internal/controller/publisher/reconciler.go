@@ -35,7 +35,7 @@ const FieldManager = "drastack-publisher"
 
 // invalidRecheck is when an invalid spec is checked again without an
 // event: what made it invalid may be a namespace, which is not watched.
-const invalidRecheck = 15 * time.Second
+const invalidRecheck = 5 * time.Second
 
 // retireCheckInterval is how often a driver that left the spec is checked
 // for remaining slices before its controller is stopped. The library

@@ -152,7 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // factsRecheck is how soon a spec with errors or warnings is checked again
 // without an event.
-const factsRecheck = 30 * time.Second
+const factsRecheck = 10 * time.Second
 
 // probe returns the cached cluster status, probing again when it is older
 // than the probe interval or the last probe failed.
