@@ -62,7 +62,7 @@ func TestGenerator(t *testing.T) {
 			fields[top] = true
 		}
 		if rest, ok := strings.CutPrefix(e.What, "sample: "); ok {
-			kinds[strings.Fields(rest)[0]+" "+strings.Fields(rest+" x")[1]] = true
+			kinds[strings.Fields(rest)[0]+" "+strings.Fields(rest + " x")[1]] = true
 		}
 	}
 	if !reflect.DeepEqual(g.base, base) {
