@@ -33,6 +33,11 @@ type Facts struct {
 	// not read, so no central entry is reported as naming a driver that
 	// nothing publishes.
 	Published map[string]bool
+	// ForeignSlices are, per spec.multiHost driver, the node-less
+	// ResourceSlices of that driver the operator did not write: the
+	// publisher reconciles every node-less slice of its driver and would
+	// delete them.
+	ForeignSlices map[string][]string
 }
 
 // NamespaceFacts is what the cluster shows of the namespace spec.namespace
@@ -99,6 +104,13 @@ func Check(spec *v1alpha1.DRAStackSpec, f Facts) Verdict {
 	root := field.NewPath("spec")
 	v.Errors = append(v.Errors, checkNamespace(spec.Namespace, f, root.Child("namespace"))...)
 	v.Errors = append(v.Errors, checkDriverNames(spec, f, root)...)
+	for i, m := range spec.MultiHost {
+		if names := f.ForeignSlices[m.Driver]; len(names) > 0 && slices.IndexFunc(spec.MultiHost, func(o v1alpha1.MultiHostSpec) bool { return o.Driver == m.Driver }) == i {
+			v.Errors = append(v.Errors, field.Invalid(root.Child("multiHost").Index(i).Child("driver"), m.Driver,
+				fmt.Sprintf("has node-less ResourceSlices that drastack did not write (%s): the central publisher owns every node-less slice of its driver and would delete them; use another driver name, or remove their publisher",
+					listNames("slice", names))))
+		}
+	}
 	for _, c := range MultiHostConflicts(spec.MultiHost, f.Nodes) {
 		v.Errors = append(v.Errors, field.Invalid(root.Child("multiHost").Index(c.Second), spec.MultiHost[c.Second].Name, c.Message(spec.MultiHost)))
 	}

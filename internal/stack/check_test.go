@@ -80,6 +80,11 @@ func TestCheck(t *testing.T) {
 			facts:    Facts{Nodes: append(tpuNodes("b-c"), tpuNodes("c")...)},
 			wantErrs: []string{`spec.multiHost[1]: Invalid value: "a-b": publishes driver tpu.example.com with pool name a-b-c as spec.multiHost[0] (a)`}},
 
+		{name: "node-less slices of the multi-host driver that someone else wrote", spec: v1alpha1.DRAStackSpec{MultiHost: []v1alpha1.MultiHostSpec{
+			mh("tpu", "tpu.example.com"), mh("tpu2", "tpu.example.com", func(m *v1alpha1.MultiHostSpec) { m.NodeSelector = selectLabel("d", "zz") })}},
+			facts:    Facts{ForeignSlices: map[string][]string{"tpu.example.com": {"vendor-slice-0"}, "other.example.com": {"x"}}},
+			wantErrs: []string{`spec.multiHost[0].driver: Invalid value: "tpu.example.com": has node-less ResourceSlices that drastack did not write (slice vendor-slice-0)`}},
+
 		// Point 2: namespaces the operator must not use.
 		{name: "the operator's own namespace", spec: v1alpha1.DRAStackSpec{Namespace: "drastack-system"},
 			facts:    Facts{OperatorNamespace: "drastack-system", Namespace: &NamespaceFacts{Exists: true, Managers: []string{"kubectl"}}},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -139,6 +141,7 @@ func TestNoAdoption(t *testing.T) {
 		dyn     dynamic.Interface
 		foreign []naForeign
 		rule    naForeign
+		slice   *resourceapi.ResourceSlice
 	)
 	feature := features.New("the driver lifecycle never adopts an object it did not create").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -241,6 +244,32 @@ func TestNoAdoption(t *testing.T) {
 			drvCheckNothingLeftOf(ctx, t, c, naExample)
 			return ctx
 		}).
+		Assess("ResourceSlice: a multi-host driver with node-less slices someone else wrote is refused, and they are left alone", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c := mustCluster(ctx, t)
+			const mhDriverName = "tpu.adopt.e2e.drastack.io"
+			sl := &resourceapi.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: "someone-elses-central-slice"},
+				Spec: resourceapi.ResourceSliceSpec{Driver: mhDriverName, AllNodes: ptr.To(true),
+					Pool:    resourceapi.ResourcePool{Name: "vendor", Generation: 1, ResourceSliceCount: 1},
+					Devices: []resourceapi.Device{{Name: "d0"}}},
+			}
+			created, err := c.Client.ResourceV1().ResourceSlices().Create(ctx, sl, metav1.CreateOptions{FieldManager: naManager})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slice = created
+			spec := naSpec(naDriverNS, false, false)
+			m := sgMultiHost("tpu", mhDriverName)
+			m.NodeSelector.MatchLabels = map[string]string{"e2e.drastack.io/no-such-node": "true"}
+			spec.MultiHost = []v1alpha1.MultiHostSpec{m}
+			sgWaitInvalid(ctx, t, crc, spec, `spec.multiHost[0].driver: Invalid value: "`+mhDriverName+`": has node-less ResourceSlices that drastack did not write (slice someone-elses-central-slice)`)
+			now, err := c.Client.ResourceV1().ResourceSlices().Get(ctx, slice.Name, metav1.GetOptions{})
+			if err != nil || now.UID != slice.UID || now.Generation != slice.Generation || len(now.OwnerReferences) != 0 {
+				t.Errorf("someone else's slice was changed or deleted: %v", err)
+			}
+			sgWrite(ctx, t, crc, naSpec(naDriverNS, false, false))
+			return ctx
+		}).
 		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			if crc != nil {
@@ -259,6 +288,9 @@ func TestNoAdoption(t *testing.T) {
 				if f.obj != nil {
 					_ = dyn.Resource(f.gvr).Namespace(f.obj.GetNamespace()).Delete(ctx, f.obj.GetName(), metav1.DeleteOptions{})
 				}
+			}
+			if slice != nil {
+				_ = c.Client.ResourceV1().ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{})
 			}
 			for _, ns := range []string{naNamespace, naForeignNS, naDriverNS} {
 				_ = c.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})

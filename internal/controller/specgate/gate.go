@@ -85,17 +85,48 @@ func (g *Gate) Facts(ctx context.Context, st *v1alpha1.DRAStack, what What) (sta
 		}
 		f.Nodes = nodes.Items
 	}
-	if what.Published && len(st.Spec.Claims.Central) > 0 {
+	published := what.Published && len(st.Spec.Claims.Central) > 0
+	if published || len(st.Spec.MultiHost) > 0 {
 		var list resourcev1.ResourceSliceList
 		if err := g.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 			return f, fmt.Errorf("list ResourceSlices: %w", err)
 		}
-		f.Published = map[string]bool{}
+		if published {
+			f.Published = map[string]bool{}
+		}
+		multiHost := map[string]bool{}
+		for _, m := range st.Spec.MultiHost {
+			multiHost[m.Driver] = true
+		}
 		for i := range list.Items {
-			f.Published[list.Items[i].Spec.Driver] = true
+			sl := &list.Items[i]
+			if published {
+				f.Published[sl.Spec.Driver] = true
+			}
+			if multiHost[sl.Spec.Driver] && sl.Spec.NodeName == nil && !WrittenByPublisher(sl) {
+				if f.ForeignSlices == nil {
+					f.ForeignSlices = map[string][]string{}
+				}
+				f.ForeignSlices[sl.Spec.Driver] = append(f.ForeignSlices[sl.Spec.Driver], sl.Name)
+			}
+		}
+		for _, names := range f.ForeignSlices {
+			slices.Sort(names)
 		}
 	}
 	return f, nil
+}
+
+// WrittenByPublisher says whether the central publisher wrote a
+// ResourceSlice: it is owned by a DRAStack (the library writes the owner
+// it is started with).
+func WrittenByPublisher(sl *resourcev1.ResourceSlice) bool {
+	for _, ref := range sl.OwnerReferences {
+		if ref.Kind == "DRAStack" && ref.APIVersion == v1alpha1.GroupVersion.String() {
+			return true
+		}
+	}
+	return false
 }
 
 // namespace reads spec.namespace as stack.Check sees it.
