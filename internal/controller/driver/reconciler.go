@@ -25,6 +25,7 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/controller/specgate"
 	"github.com/drastack/drastack/internal/driver"
+	"github.com/drastack/drastack/internal/stack"
 )
 
 // Finalizer holds a DRAStack while its drivers are removed. It is set only
@@ -34,7 +35,7 @@ const Finalizer = "drastack.io/driver-cleanup"
 
 // DefaultNamespace is used when a DRAStack predates the spec.namespace
 // default.
-const DefaultNamespace = "drastack-drivers"
+const DefaultNamespace = stack.DefaultDriverNamespace
 
 // Requeue intervals. Pods and claims are read without a watch (a watch on
 // every pod of the cluster is not worth it), so states that only they show
