@@ -115,11 +115,17 @@ func MultiHostConflicts(entries []v1alpha1.MultiHostSpec, nodes []corev1.Node) [
 		domains map[string]string // node -> domain
 		pools   map[string]bool
 	}
+	// Only entries that share their driver with another can conflict: the
+	// nodes are walked for those alone (most specs have none).
+	perDriver := map[string]int{}
+	for i := range entries {
+		perDriver[entries[i].Driver]++
+	}
 	sel := make([]selection, len(entries))
 	for i := range entries {
 		e := &entries[i]
 		s := selection{domains: map[string]string{}, pools: map[string]bool{}}
-		if selector, err := MultiHostSelector(e); err == nil {
+		if selector, err := MultiHostSelector(e); err == nil && perDriver[e.Driver] > 1 {
 			for j := range nodes {
 				if d := MultiHostDomain(e, selector, &nodes[j]); d != "" {
 					s.domains[nodes[j].Name] = d
