@@ -120,5 +120,5 @@ func NotCreated(obj metav1.Object, stack, driver string) string {
 		who = "drastack for driver " + obj.GetLabels()[LabelDriver]
 	}
 	return "exists but is owned by " + who + ", not created by drastack for driver " + driver +
-		"; drastack does not take over an object it did not create: delete it, or choose another name in the spec"
+		": drastack does not take over an object it did not create; delete it, or choose another name in the spec"
 }

@@ -63,9 +63,10 @@ type naForeign struct {
 	kind string
 }
 
-// naCreateForeign creates, as naManager, every object of the nvidia-gpu
-// render but the namespace, without the drastack labels and annotations.
-func naCreateForeign(ctx context.Context, t *testing.T, crc client.Client, dyn dynamic.Interface) []naForeign {
+// naCreateForeign creates, as naManager, the objects of the nvidia-gpu
+// render that want accepts (never the namespace), without the drastack
+// labels and annotations.
+func naCreateForeign(ctx context.Context, t *testing.T, crc client.Client, dyn dynamic.Interface, want func(kind string) bool) []naForeign {
 	t.Helper()
 	spec := naSpec(naDriverNS, false, true).Drivers[0]
 	rd, err := driver.Render(driver.Input{Stack: v1alpha1.DRAStackName, Namespace: naDriverNS, Driver: spec})
@@ -75,7 +76,7 @@ func naCreateForeign(ctx context.Context, t *testing.T, crc client.Client, dyn d
 	mapper := crc.RESTMapper()
 	var out []naForeign
 	for _, u := range rd.Objects {
-		if u.GetKind() == "Namespace" {
+		if u.GetKind() == "Namespace" || !want(u.GetKind()) {
 			continue
 		}
 		obj := u.DeepCopy()
@@ -177,30 +178,62 @@ func TestNoAdoption(t *testing.T) {
 		}).
 		Assess("every kind of the nvidia-gpu render, created by someone else first, is reported and left alone", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			foreign = naCreateForeign(ctx, t, crc, dyn)
+			// The definitions first are the operator's, so that the
+			// workloads are applied too; someone else's definitions come in
+			// the next step.
+			foreign = naCreateForeign(ctx, t, crc, dyn, func(kind string) bool { return kind != driver.CRDKind.Kind })
 			sgWrite(ctx, t, crc, naSpec(naDriverNS, true, true))
+			plugin := "DaemonSet " + naDriverNS + "/" + driver.ObjectName(driver.NVIDIAGPUDriver, "kubelet-plugin")
 			st := drvWaitStack(ctx, t, crc, "the nvidia driver reporting that its objects are someone else's", func(st *v1alpha1.DRAStack) bool {
 				d := drvStatus(st, driver.NVIDIAGPUDriver)
 				return d != nil && d.Reason == driver.ReasonApplyConflict && strings.Contains(d.Message, "not created by drastack for driver "+driver.NVIDIAGPUDriver)
 			})
 			t.Logf("driver status: %s", drvStatus(st, driver.NVIDIAGPUDriver).Message)
-			drvWaitEvent(ctx, t, c, driverctrl.ReasonNotCreated, "DaemonSet "+naDriverNS+"/"+driver.ObjectName(driver.NVIDIAGPUDriver, "kubelet-plugin"))
+			drvWaitEvent(ctx, t, c, driverctrl.ReasonNotCreated, plugin)
 			kinds := map[string]bool{}
 			for _, f := range foreign {
 				kinds[f.kind] = true
 				t.Run(f.kind+" "+f.obj.GetName(), func(t *testing.T) { naUntouched(ctx, t, dyn, f) })
 			}
 			for _, k := range driver.ManagedKinds {
-				if k.Kind != "Namespace" && !kinds[k.Kind] {
-					t.Errorf("the render has no %s: the test covers every managed kind but the namespace", k.Kind)
+				if k.Kind != "Namespace" && k.Kind != driver.CRDKind.Kind && !kinds[k.Kind] {
+					t.Errorf("the render has no %s: the test must cover every managed kind", k.Kind)
 				}
 			}
-			// Dropping the driver again removes nothing of theirs: the
-			// driver lifecycle owns nothing of it.
+			// Dropping the driver again removes only what the operator
+			// created (the definitions), nothing of theirs.
 			sgWrite(ctx, t, crc, naSpec(naDriverNS, true, false))
-			drvWaitStack(ctx, t, crc, "the nvidia driver gone from status", func(st *v1alpha1.DRAStack) bool {
+			drvWaitStack(ctx, t, crc, "the nvidia driver removed", func(st *v1alpha1.DRAStack) bool {
 				return drvStatus(st, driver.NVIDIAGPUDriver) == nil
 			})
+			for _, f := range foreign {
+				t.Run("after removal "+f.kind+" "+f.obj.GetName(), func(t *testing.T) { naUntouched(ctx, t, dyn, f) })
+			}
+			return ctx
+		}).
+		Assess("CustomResourceDefinition: someone else's definitions are reported and left alone, and the workloads wait", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+			c := mustCluster(ctx, t)
+			// The removal of the step before deletes the operator's own
+			// definitions; wait until they are gone.
+			for _, name := range []string{"computedomains.resource.nvidia.com", "computedomaincliques.resource.nvidia.com"} {
+				drvWaitGone(ctx, t, "CustomResourceDefinition "+name, func(ctx context.Context) error {
+					_, err := prfCRD(ctx, crc, name)
+					return err
+				})
+			}
+			crds := naCreateForeign(ctx, t, crc, dyn, func(kind string) bool { return kind == driver.CRDKind.Kind })
+			foreign = append(foreign, crds...)
+			sgWrite(ctx, t, crc, naSpec(naDriverNS, true, true))
+			drvWaitEvent(ctx, t, c, driverctrl.ReasonNotCreated, "CustomResourceDefinition computedomains.resource.nvidia.com")
+			drvWaitStack(ctx, t, crc, "the nvidia driver waiting for definitions that are someone else's", func(st *v1alpha1.DRAStack) bool {
+				d := drvStatus(st, driver.NVIDIAGPUDriver)
+				return d != nil && strings.Contains(d.Message, "CustomResourceDefinition computedomaincliques.resource.nvidia.com, CustomResourceDefinition computedomains.resource.nvidia.com: exists but is owned by someone else")
+			})
+			for _, f := range crds {
+				t.Run(f.kind+" "+f.obj.GetName(), func(t *testing.T) { naUntouched(ctx, t, dyn, f) })
+			}
+			sgWrite(ctx, t, crc, naSpec(naDriverNS, true, false))
+			drvWaitStack(ctx, t, crc, "the nvidia driver gone", func(st *v1alpha1.DRAStack) bool { return drvStatus(st, driver.NVIDIAGPUDriver) == nil })
 			for _, f := range foreign {
 				t.Run("after removal "+f.kind+" "+f.obj.GetName(), func(t *testing.T) { naUntouched(ctx, t, dyn, f) })
 			}

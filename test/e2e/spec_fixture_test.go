@@ -23,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	driverctrl "github.com/drastack/drastack/internal/controller/driver"
+	"github.com/drastack/drastack/internal/controller/publisher"
 	"github.com/drastack/drastack/internal/driver"
 	"github.com/drastack/drastack/internal/stack"
 	"github.com/drastack/drastack/test/cluster"
@@ -151,7 +152,7 @@ func sgStop(ctx context.Context, t *testing.T, c *cluster.Cluster, s *sgState) {
 	if s.stop != nil {
 		s.stop()
 	}
-	_ = c.Client.CoreV1().Namespaces().Delete(ctx, sgNamespace, metav1.DeleteOptions{})
+	sgDeleteNamespace(ctx, t, c, sgNamespace)
 	for _, n := range append(slices.Clone(sgGPUNodes), sgTPUNodes()...) {
 		if err := c.DeleteNode(ctx, n); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("%v", err)
@@ -235,21 +236,22 @@ func sgStack(ctx context.Context, t *testing.T, crc client.Client) *v1alpha1.DRA
 }
 
 // sgWaitJudged waits until the operator has judged generation gen: SpecValid
-// reports it, and, when the spec is invalid, the driver lifecycle
-// controller has held it (Progressing SpecInvalid at gen). It returns the
-// DRAStack.
+// and the publisher report it (the publisher done, nothing left retiring),
+// and, when the spec is invalid, the driver lifecycle controller and the
+// publisher have held it (SpecInvalid at gen). It returns the DRAStack.
 func sgWaitJudged(ctx context.Context, t *testing.T, crc client.Client, gen int64) *v1alpha1.DRAStack {
 	t.Helper()
 	return drvWaitStack(ctx, t, crc, fmt.Sprintf("generation %d judged", gen), func(st *v1alpha1.DRAStack) bool {
 		valid := sgCondition(st, v1alpha1.ConditionSpecValid)
-		if valid == nil || valid.ObservedGeneration != gen {
+		pub := sgCondition(st, publisher.ConditionPublished)
+		if valid == nil || valid.ObservedGeneration != gen || pub == nil || pub.ObservedGeneration != gen {
 			return false
 		}
 		if valid.Status == metav1.ConditionTrue {
-			return true
+			return pub.Reason == publisher.ReasonPublished
 		}
 		p := sgCondition(st, v1alpha1.ConditionProgressing)
-		return p != nil && p.ObservedGeneration == gen && p.Reason == driverctrl.ReasonSpecInvalid
+		return p != nil && p.ObservedGeneration == gen && p.Reason == driverctrl.ReasonSpecInvalid && pub.Reason == publisher.ReasonSpecInvalid
 	})
 }
 
@@ -427,5 +429,18 @@ func sgWaitContent(ctx context.Context, t *testing.T, c *cluster.Cluster, want f
 	})
 	if err != nil {
 		t.Fatalf("%s: what runs is not back as it was: %v\n%s", what, err, want.diff(last))
+	}
+}
+
+// sgDeleteNamespace deletes a namespace and waits until it is gone, so
+// that the next suite may create it again.
+func sgDeleteNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster, name string) {
+	t.Helper()
+	_ = c.Client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+	if err := wait.PollUntilContextTimeout(ctx, pollInterval, sgTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Errorf("namespace %s not deleted: %v", name, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	driverctrl "github.com/drastack/drastack/internal/controller/driver"
+	"github.com/drastack/drastack/internal/controller/publisher"
 	"github.com/drastack/drastack/test/cluster"
 	"github.com/drastack/drastack/test/specfuzz"
 )
@@ -124,17 +125,19 @@ func fuzzJudged(ctx context.Context, t *testing.T, crc client.Client, gen int64)
 		v := sgCondition(&st, v1alpha1.ConditionSpecValid)
 		p := sgCondition(&st, v1alpha1.ConditionProgressing)
 		r := sgCondition(&st, v1alpha1.ConditionDriversReady)
-		if v == nil || v.ObservedGeneration != gen {
+		pub := sgCondition(&st, publisher.ConditionPublished)
+		if v == nil || v.ObservedGeneration != gen || pub == nil || pub.ObservedGeneration != gen {
 			return false, nil
 		}
 		msg = v.Message
-		if p != nil && p.ObservedGeneration == gen && p.Reason == driverctrl.ReasonSpecInvalid {
+		if p != nil && p.ObservedGeneration == gen && p.Reason == driverctrl.ReasonSpecInvalid && pub.Reason == publisher.ReasonSpecInvalid {
 			held = true
 			return true, nil
 		}
-		// Judged as valid by the driver controller too (a spec without
-		// drivers has no DriversReady to wait for).
-		return len(st.Spec.Drivers) == 0 || (r != nil && r.ObservedGeneration == gen), nil
+		// Judged as valid by the driver controller and the publisher too
+		// (a spec without drivers has no DriversReady to wait for; the
+		// publisher is done when no driver that left is still retiring).
+		return pub.Reason == publisher.ReasonPublished && (len(st.Spec.Drivers) == 0 || (r != nil && r.ObservedGeneration == gen)), nil
 	})
 	if err != nil {
 		t.Fatalf("generation %d not judged: %v", gen, err)
@@ -293,7 +296,7 @@ func TestSpecFuzz(t *testing.T) {
 			_ = c.Client.CoreV1().Pods(sgNamespace).Delete(ctx, fuzzPod, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 			s, _ := ctx.Value(sgKey{}).(*sgState)
 			sgStop(ctx, t, c, s)
-			_ = c.Client.CoreV1().Namespaces().Delete(ctx, fuzzForeignNS, metav1.DeleteOptions{})
+			sgDeleteNamespace(ctx, t, c, fuzzForeignNS)
 			return ctx
 		}).
 		Feature()

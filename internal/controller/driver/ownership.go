@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/note"
 )
 
 // The operator never adopts: an object it would apply that exists but is
@@ -57,7 +58,7 @@ func (r *Reconciler) warnNotCreated(st *v1alpha1.DRAStack, driverName, id, msg s
 	}
 	log.Log.WithName("driver").Info("An object of the driver's name exists and is someone else's; it is left alone", "driver", driverName, "object", id)
 	if r.Recorder != nil {
-		r.Recorder.Eventf(st, related, corev1.EventTypeWarning, ReasonNotCreated, "Apply", "%s %s (driver %s)", id, msg, driverName)
+		r.Recorder.Eventf(st, related, corev1.EventTypeWarning, ReasonNotCreated, "Apply", "%s", note.Shorten(fmt.Sprintf("%s %s (driver %s)", id, msg, driverName), maxNote))
 	}
 }
 

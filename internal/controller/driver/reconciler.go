@@ -25,6 +25,7 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/controller/specgate"
 	"github.com/drastack/drastack/internal/driver"
+	"github.com/drastack/drastack/internal/note"
 	"github.com/drastack/drastack/internal/stack"
 )
 
@@ -36,6 +37,10 @@ const Finalizer = "drastack.io/driver-cleanup"
 // DefaultNamespace is used when a DRAStack predates the spec.namespace
 // default.
 const DefaultNamespace = stack.DefaultDriverNamespace
+
+// maxNote keeps an Event's note under the API server's 1024 bytes; the
+// status keeps the whole message.
+const maxNote = 1000
 
 // Requeue intervals. Pods and claims are read without a watch (a watch on
 // every pod of the cluster is not worth it), so states that only they show
@@ -291,7 +296,7 @@ func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, as []driver.Assess
 		if a.Degraded {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(st, nil, eventType, a.Status.Reason, "Driver", "driver %s: %s", a.Status.Name, a.Status.Message)
+		r.Recorder.Eventf(st, nil, eventType, a.Status.Reason, "Driver", "%s", note.Shorten(fmt.Sprintf("driver %s: %s", a.Status.Name, a.Status.Message), maxNote))
 	}
 }
 

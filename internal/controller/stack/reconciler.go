@@ -22,6 +22,7 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/controller/specgate"
 	"github.com/drastack/drastack/internal/controller/statusapply"
+	"github.com/drastack/drastack/internal/note"
 	stackpkg "github.com/drastack/drastack/internal/stack"
 )
 
@@ -150,6 +151,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: refreshIn}, nil
 }
 
+// maxNote keeps an Event's note under the API server's 1024 bytes; the
+// condition keeps the whole message.
+const maxNote = 1000
+
 // factsRecheck is how soon a spec with errors or warnings is checked again
 // without an event.
 const factsRecheck = 10 * time.Second
@@ -209,7 +214,7 @@ func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, conds []metav1.Con
 		if c.Status == metav1.ConditionFalse || c.Reason == stackpkg.ReasonSpecValidWithWarnings {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(st, nil, eventType, c.Reason, "Reconcile", "%s is %s: %s", c.Type, c.Status, c.Message)
+		r.Recorder.Eventf(st, nil, eventType, c.Reason, "Reconcile", "%s", note.Shorten(fmt.Sprintf("%s is %s: %s", c.Type, c.Status, c.Message), maxNote))
 	}
 }
 
