@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -79,11 +80,9 @@ func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, na
 	if state.CustomResources, err = r.customResources(ctx, in); err != nil {
 		return nil, false, err
 	}
-	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.MatchingLabels(driver.Selector(st.Name, name))); err != nil {
-		return nil, false, fmt.Errorf("list pods of driver %s: %w", name, err)
+	if state.Pods, err = r.driverPods(ctx, st.Name, name); err != nil {
+		return nil, false, err
 	}
-	state.Pods = len(pods.Items)
 	slicesLeft := sl.own
 
 	step := driver.NextRemovalStep(state)
@@ -177,6 +176,52 @@ func (r *Reconciler) act(ctx context.Context, st *v1alpha1.DRAStack, name string
 		}
 	}
 	return nil
+}
+
+// driverPods counts the pods of the driver's workloads: pods with the
+// driver's labels, except those of a DaemonSet or Deployment that exists
+// and is someone else's (a copy of the driver's manifests carries the same
+// pod labels; the removal must not wait for it).
+func (r *Reconciler) driverPods(ctx context.Context, stack, name string) (int, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.MatchingLabels(driver.Selector(stack, name))); err != nil {
+		return 0, fmt.Errorf("list pods of driver %s: %w", name, err)
+	}
+	foreign := map[string]bool{}
+	n := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		ref := metav1.GetControllerOf(p)
+		kind, workload := "", ""
+		switch {
+		case ref == nil:
+		case ref.Kind == "DaemonSet":
+			kind, workload = "DaemonSet", ref.Name
+		case ref.Kind == "ReplicaSet" && p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "":
+			kind, workload = "Deployment", strings.TrimSuffix(ref.Name, "-"+p.Labels[appsv1.DefaultDeploymentUniqueLabelKey])
+		}
+		if kind != "" {
+			key := kind + " " + p.Namespace + "/" + workload
+			theirs, known := foreign[key]
+			if !known {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind(kind))
+				u.SetNamespace(p.Namespace)
+				u.SetName(workload)
+				other, err := r.existing(ctx, u)
+				if err != nil {
+					return 0, err
+				}
+				theirs = other != nil && !driver.OwnedBy(other, stack, name)
+				foreign[key] = theirs
+			}
+			if theirs {
+				continue
+			}
+		}
+		n++
+	}
+	return n, nil
 }
 
 func (r *Reconciler) deleteMatching(objs []object, match func(schema.GroupKind) bool, ctx context.Context) error {
