@@ -82,6 +82,18 @@ test-unit: ## Unit tests of pure packages and integration tests against the real
 test-e2e: k8s ## End-to-end tests on the local control plane (kube-apiserver, scheduler, controller-manager, kwok).
 	go test $(GO_TEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -count=1 ./test/e2e/... ./internal/cli/...
 
+# The long spec fuzz run: random DRAStack edits and their reverts on the
+# local cluster (test/e2e/spec_fuzz_test.go); make test runs 300 from a
+# fixed seed, this many from a new one (logged, DRASTACK_SPEC_FUZZ_SEED
+# replays it).
+SPEC_FUZZ_EDITS ?= 3000
+SPEC_FUZZ_SEED ?= $(shell date +%s)
+
+.PHONY: test-spec-fuzz
+test-spec-fuzz: k8s-default ## Random DRAStack edits (generated from the CRD's schema, mutations of the sample) on the local cluster: held specs change nothing, reverts restore everything, nothing is allocated twice ($(SPEC_FUZZ_EDITS) edits).
+	DRASTACK_SPEC_FUZZ_EDITS=$(SPEC_FUZZ_EDITS) DRASTACK_SPEC_FUZZ_SEED=$(SPEC_FUZZ_SEED) \
+		go test -tags e2e -count=1 -timeout 600m -run '^TestSpecFuzz$$' -v ./test/e2e/
+
 # Gate sets of the long differential run: Kubernetes 1.37's defaults, every
 # gate on, every alpha gate off (beta and GA on), and consumable capacity off.
 DIFFTEST_CASES ?= 10000

@@ -10,9 +10,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
 )
 
@@ -176,5 +179,136 @@ func TestPlacementPolicyEnum(t *testing.T) {
 		if !ok && (len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), "FirstFit")) {
 			t.Errorf("placementPolicy %q: the error should name the allowed values: %v", value, errs)
 		}
+	}
+}
+
+// TestSpecValidation evaluates the cross-entry CEL rules of the whole spec
+// (issue 22): multi-host entries that would publish the same hosts twice,
+// a driver named like a multi-host driver, a namespace of Kubernetes.
+func TestSpecValidation(t *testing.T) {
+	crd := loadDRAStackCRD(t)
+	var props *apiextensions.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == "v1alpha1" && v.Schema != nil {
+			props = v.Schema.OpenAPIV3Schema
+		}
+	}
+	if props == nil {
+		props = crd.Spec.Validation.OpenAPIV3Schema
+	}
+	specProps := props.Properties["spec"]
+	structural, err := schema.NewStructural(&specProps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validator := cel.NewValidator(structural, false, celconfig.PerCallLimit)
+	tpu := func(name, driver, extra string) string {
+		return `{name: ` + name + `, driver: ` + driver + `, domainLabel: d, coordinatesLabel: c, hostGrid: [2, 2], chipsPerHost: [2, 2], partitions: ["2x2"]` + extra + `}`
+	}
+	sel := func(v string) string { return `, nodeSelector: {matchLabels: {tpu: "` + v + `"}}` }
+	for _, tc := range []struct {
+		name, spec, wantErr string
+	}{
+		{name: "the sample", spec: `{namespace: drastack-drivers, drivers: [{name: gpu.example.com, profile: example}], multiHost: [` + tpu("tpu", "tpu.example.com", sel("true")) + `]}`},
+		{name: "two entries over the same hosts", spec: `{multiHost: [` + tpu("tpu", "tpu.example.com", sel("true")) + `, ` + tpu("tpu2", "tpu.example.com", sel("true")) + `]}`,
+			wantErr: "would publish every chip of their hosts twice"},
+		{name: "two entries without nodeSelector", spec: `{multiHost: [` + tpu("tpu", "tpu.example.com", "") + `, ` + tpu("tpu2", "tpu.example.com", "") + `]}`,
+			wantErr: "would publish every chip of their hosts twice"},
+		{name: "one with and one without nodeSelector: the nodes decide", spec: `{multiHost: [` + tpu("tpu", "tpu.example.com", sel("true")) + `, ` + tpu("tpu2", "tpu.example.com", "") + `]}`},
+		{name: "different selectors", spec: `{multiHost: [` + tpu("tpu", "tpu.example.com", sel("a")) + `, ` + tpu("tpu2", "tpu.example.com", sel("b")) + `]}`},
+		{name: "the same hosts under two drivers", spec: `{multiHost: [` + tpu("tpu", "tpu.example.com", sel("true")) + `, ` + tpu("nvl", "nvl.example.com", sel("true")) + `]}`},
+		{name: "a driver named like a multi-host driver", spec: `{drivers: [{name: tpu.example.com, profile: example}], multiHost: [` + tpu("tpu", "tpu.example.com", "") + `]}`,
+			wantErr: "must not be named like the driver of a spec.multiHost entry"},
+		{name: "kube-system", spec: `{namespace: kube-system}`, wantErr: "not in one of Kubernetes' own"},
+		{name: "default", spec: `{namespace: default}`, wantErr: "not in one of Kubernetes' own"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var obj map[string]any
+			if err := yaml.Unmarshal([]byte(tc.spec), &obj); err != nil {
+				t.Fatal(err)
+			}
+			errs, _ := validator.Validate(context.Background(), field.NewPath("spec"), structural, obj, nil, celconfig.RuntimeCELCostBudget)
+			got := errs.ToAggregate()
+			switch {
+			case tc.wantErr == "" && got != nil:
+				t.Errorf("unexpected error: %v", got)
+			case tc.wantErr != "" && (got == nil || !strings.Contains(got.Error(), tc.wantErr)):
+				t.Errorf("error = %v, want %q", got, tc.wantErr)
+			}
+		})
+	}
+}
+
+// staticEstimatedCostLimit is the API server's per-rule limit on the
+// estimated cost of a CRD's CEL rule (apiextensions validation): a rule
+// above it makes the CRD itself be refused.
+const staticEstimatedCostLimit = 10_000_000
+
+// TestCELCostWithinLimits compiles every CEL rule of the DRAStack schema
+// as the API server does and checks its estimated cost, times how often it
+// can run (the maxItems and maxProperties above it), against the limit:
+// a cross-entry rule over lists is quadratic, and only the bounds keep it
+// acceptable.
+func TestCELCostWithinLimits(t *testing.T) {
+	crd := loadDRAStackCRD(t)
+	var props *apiextensions.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == "v1alpha1" && v.Schema != nil {
+			props = v.Schema.OpenAPIV3Schema
+		}
+	}
+	if props == nil {
+		props = crd.Spec.Validation.OpenAPIV3Schema
+	}
+	root, err := schema.NewStructural(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := 0
+	var walk func(s *schema.Structural, decl *apiservercel.DeclType, path string, card uint64)
+	walk = func(s *schema.Structural, decl *apiservercel.DeclType, path string, card uint64) {
+		if s == nil || decl == nil {
+			return
+		}
+		if len(s.XValidations) > 0 {
+			results, err := cel.Compile(s, decl, celconfig.PerCallLimit,
+				environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()), cel.NewExpressionsEnvLoader())
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			for i, r := range results {
+				rules++
+				if r.Error != nil {
+					t.Errorf("%s rule %d: %v", path, i, r.Error)
+					continue
+				}
+				if cost := r.MaxCost * card; card != 0 && (cost/card != r.MaxCost || cost > staticEstimatedCostLimit) {
+					t.Errorf("%s rule %q: estimated cost %d x %d runs exceeds %d", path, s.XValidations[i].Rule, r.MaxCost, card, staticEstimatedCostLimit)
+				}
+			}
+		}
+		for name, p := range s.Properties {
+			if f, ok := decl.Fields[name]; ok {
+				walk(&p, f.Type, path+"."+name, card)
+			}
+		}
+		if s.Items != nil {
+			n := uint64(1 << 20)
+			if s.ValueValidation != nil && s.ValueValidation.MaxItems != nil {
+				n = uint64(*s.ValueValidation.MaxItems)
+			}
+			walk(s.Items, decl.ElemType, path+"[]", card*n)
+		}
+		if s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil {
+			n := uint64(1 << 20)
+			if s.ValueValidation != nil && s.ValueValidation.MaxProperties != nil {
+				n = uint64(*s.ValueValidation.MaxProperties)
+			}
+			walk(s.AdditionalProperties.Structural, decl.ElemType, path+"{}", card*n)
+		}
+	}
+	walk(root, model.SchemaDeclType(root, true), "", 1)
+	if rules < 10 {
+		t.Fatalf("only %d rules found; the walk is broken", rules)
 	}
 }

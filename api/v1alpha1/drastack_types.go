@@ -36,15 +36,25 @@ type DRAStack struct {
 	Status DRAStackStatus `json:"status,omitempty"`
 }
 
-// DRAStackSpec declares the desired DRA stack.
+// DRAStackSpec declares the desired DRA stack. A spec the operator
+// cannot act on as a whole (SpecValid False: conflicting entries, a
+// namespace it must not use) changes nothing that runs: the drivers,
+// published devices and central taints of the last valid spec stay as
+// they are until it is fixed.
+// +kubebuilder:validation:XValidation:rule="!has(self.drivers) || !has(self.multiHost) || self.drivers.all(d, self.multiHost.all(m, m.driver != d.name))",message="a spec.drivers entry must not be named like the driver of a spec.multiHost entry: the central publisher owns every node-less ResourceSlice of a multi-host driver, and the driver's DeviceClasses and removal would take over its devices"
 type DRAStackSpec struct {
 	// namespace is where the operator runs driver workloads (kubelet plugins
 	// and driver controllers). Kubelet plugins need the privileged Pod
-	// Security level, so the operator labels this namespace accordingly; keep
-	// it apart from the operator's own namespace, which should stay restricted.
+	// Security level, so the operator creates this namespace with that
+	// level and deletes it when no driver is left. It must be a namespace
+	// the operator creates: not one that exists already (it would have to
+	// take it over), not the operator's own (which stays restricted), not
+	// one of Kubernetes' own; and while it exists, it must allow the
+	// privileged level. Otherwise SpecValid is False and nothing changes.
 	// +kubebuilder:default=drastack-drivers
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!(self in ['kube-system', 'kube-public', 'kube-node-lease', 'default'])",message="drivers run in a namespace the operator creates for them, not in one of Kubernetes' own"
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
@@ -58,10 +68,15 @@ type DRAStackSpec struct {
 
 	// multiHost describes multi-host devices (TPU slices, NVLink domains)
 	// whose ResourceSlices the operator publishes centrally, because no
-	// kubelet plugin sees a whole multi-host device (KEP-4815).
+	// kubelet plugin sees a whole multi-host device (KEP-4815). Entries of
+	// one driver must select disjoint hosts and pool names: two entries
+	// with the same driver, nodeSelector and domainLabel are refused here,
+	// and entries whose hosts or pool names meet on the cluster's nodes
+	// make SpecValid False.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.filter(b, b.driver == a.driver && b.domainLabel == a.domainLabel && has(b.nodeSelector) == has(a.nodeSelector) && (!has(a.nodeSelector) || b.nodeSelector == a.nodeSelector)).size() == 1)",message="two entries of one driver with the same nodeSelector and domainLabel would publish every chip of their hosts twice; give them disjoint hosts or different drivers"
 	// +optional
 	MultiHost []MultiHostSpec `json:"multiHost,omitempty"`
 

@@ -39,7 +39,7 @@ func TestEngineViewSharesAndNeverWrites(t *testing.T) {
 	}
 	rules := []resourcev1.DeviceTaintRule{rule("maint", false, sel("gpu", "ruled", ""),
 		resourcev1.DeviceTaint{Key: "example.com/maintenance", Effect: resourcev1.DeviceTaintEffectNoExecute})}
-	view := EngineView(p, in, rules)
+	view := EngineView(p, in, rules, func(PoolID) bool { return true })
 	// Use the spare room of every view the way a later append would.
 	for _, s := range view {
 		for i := range s.Spec.Devices {

@@ -150,7 +150,7 @@ func TestCentralClassSelector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view := EngineView(p, raw, nil)
+	view := EngineView(p, raw, nil, func(PoolID) bool { return true })
 	compiled := dracel.GetCompiler(dracel.Features{}).CompileCELExpression(ClassSelector("gpu-topology"), dracel.Options{})
 	if compiled.Error != nil {
 		t.Fatal(compiled.Error)
@@ -195,7 +195,7 @@ func TestScoped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view := EngineView(p, raw, nil)
+	view := EngineView(p, raw, nil, func(PoolID) bool { return true })
 	claim := func(ns, class string) *resourcev1.ResourceClaim {
 		return &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
 			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{

@@ -3,7 +3,11 @@ package driver
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"slices"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Labels on every object the driver lifecycle writes. Pruning and removal
@@ -72,4 +76,49 @@ func Selector(stack, driver string) map[string]string {
 		sel[LabelDriver] = driver
 	}
 	return sel
+}
+
+// Created says whether the driver lifecycle of the stack created an
+// object: it carries the stack's label and the driver lifecycle's field
+// manager wrote it (an apply, or the replacement of a drifted policy). An
+// object with either missing is someone else's, even one that copies the
+// labels or shares the name: the operator never labels, changes or
+// deletes it, and reports it instead.
+func Created(obj metav1.Object, stack string) bool {
+	if obj.GetLabels()[LabelStack] != stack {
+		return false
+	}
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager == FieldManager && e.Subresource == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnedBy says whether the driver lifecycle of the stack created the
+// object for the driver (Created, and labelled for that driver).
+func OwnedBy(obj metav1.Object, stack, driver string) bool {
+	return Created(obj, stack) && obj.GetLabels()[LabelDriver] == driver
+}
+
+// NotCreated is the problem message for an object of the render's name
+// that exists but was not created by the operator for the driver.
+func NotCreated(obj metav1.Object, stack, driver string) string {
+	managers := []string{}
+	for _, e := range obj.GetManagedFields() {
+		if e.Subresource == "" && !slices.Contains(managers, e.Manager) {
+			managers = append(managers, e.Manager)
+		}
+	}
+	slices.Sort(managers)
+	who := "someone else"
+	if len(managers) > 0 {
+		who = fmt.Sprintf("someone else (field %s %s)", plural(len(managers), "manager", "managers"), strings.Join(managers, ", "))
+	}
+	if Created(obj, stack) {
+		who = "drastack for driver " + obj.GetLabels()[LabelDriver]
+	}
+	return "exists but is owned by " + who + ", not created by drastack for driver " + driver +
+		": drastack does not take over an object it did not create; delete it, or choose another name in the spec"
 }

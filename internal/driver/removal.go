@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -171,18 +173,67 @@ func RemovalStatus(step RemovalStep, s RemovalState, since, now time.Time) v1alp
 // devices during its removal.
 const TaintKey = "drastack.io/driver-removal"
 
-// TaintRules are the DeviceTaintRules (one per DRA driver name) that stop
-// new allocations of a driver's devices while it is removed: NoSchedule,
-// so claims already allocated keep their devices and pods keep running.
-// apiVersion is the resource.k8s.io version the cluster serves the kind in.
-func TaintRules(stack, driver string, driverNames []string, policy v1alpha1.RemovalPolicy, apiVersion string) []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, 0, len(driverNames))
-	for _, name := range driverNames {
+// TaintTarget is what one removal DeviceTaintRule selects: every device
+// of a DRA driver name, or, with Pool set, the devices of one pool of it.
+type TaintTarget struct {
+	Driver, Pool string
+}
+
+// RemovalTaintTargets decides what a removal taints to stop new
+// allocations: every device of each of the driver's names, except a name
+// the central publisher also publishes under (publisherPools, from the
+// slices the DRAStack owns). A taint on the whole name would stop
+// allocations of the publisher's devices too, and a Drain would wait for
+// claims on them that no removal releases; so such a name gets one rule
+// per pool of the driver's own slices (ownPools) instead. The whole-spec
+// check refuses a driver and a multi-host entry of one name, but one edit
+// can remove the driver and add the entry at once.
+func RemovalTaintTargets(names []string, ownPools, publisherPools map[string][]string) []TaintTarget {
+	var out []TaintTarget
+	for _, n := range names {
+		if len(publisherPools[n]) == 0 {
+			out = append(out, TaintTarget{Driver: n})
+			continue
+		}
+		pools := slices.Clone(ownPools[n])
+		slices.Sort(pools)
+		for _, p := range slices.Compact(pools) {
+			if !slices.Contains(publisherPools[n], p) {
+				out = append(out, TaintTarget{Driver: n, Pool: p})
+			}
+		}
+	}
+	return out
+}
+
+// TaintRuleName is the name of the removal rule of a target.
+func TaintRuleName(t TaintTarget) string {
+	name := "drastack-removal-" + NamePrefix(t.Driver)
+	if t.Pool != "" {
+		sum := sha256.Sum256([]byte(t.Pool))
+		name += "-pool-" + hex.EncodeToString(sum[:5])
+	}
+	return name
+}
+
+// TaintRules are the DeviceTaintRules (one per target) that stop new
+// allocations of a driver's devices while it is removed: NoSchedule, so
+// claims already allocated keep their devices and pods keep running.
+// driverNames are all of the driver's names (recorded on the rules, so a
+// removal finds them all again); apiVersion is the resource.k8s.io
+// version the cluster serves the kind in.
+func TaintRules(stack, driver string, driverNames []string, targets []TaintTarget, policy v1alpha1.RemovalPolicy, apiVersion string) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(targets))
+	for _, t := range targets {
+		selector := map[string]any{"driver": t.Driver}
+		if t.Pool != "" {
+			selector["pool"] = t.Pool
+		}
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": apiVersion,
 			"kind":       "DeviceTaintRule",
 			"metadata": map[string]any{
-				"name": "drastack-removal-" + NamePrefix(name),
+				"name": TaintRuleName(t),
 				"labels": map[string]any{
 					LabelStack: stack, LabelDriver: driver, LabelComponent: ComponentRemoval, LabelManagedBy: ManagedByValue,
 				},
@@ -192,7 +243,7 @@ func TaintRules(stack, driver string, driverNames []string, policy v1alpha1.Remo
 				},
 			},
 			"spec": map[string]any{
-				"deviceSelector": map[string]any{"driver": name},
+				"deviceSelector": selector,
 				"taint": map[string]any{
 					"key":    TaintKey,
 					"value":  driver,
@@ -203,6 +254,31 @@ func TaintRules(stack, driver string, driverNames []string, policy v1alpha1.Remo
 		out = append(out, u)
 	}
 	return out
+}
+
+// RemovalPolicyOf decides the policy a removal uses. While the DRAStack
+// is being deleted its entry still says (spec). Otherwise Force as soon
+// as any object of the driver says Force (the README's recipe annotates
+// them; one is enough, and the removal DeviceTaintRule, which outlives
+// the others, cannot turn it back) or the removal already ran under Force
+// (previous, from status); else what the objects say, else the previous
+// policy, else Drain, the safe choice.
+func RemovalPolicyOf(spec v1alpha1.RemovalPolicy, annotations []string, previous v1alpha1.RemovalPolicy) v1alpha1.RemovalPolicy {
+	switch {
+	case spec != "":
+		return spec
+	case slices.Contains(annotations, string(v1alpha1.RemovalPolicyForce)) || previous == v1alpha1.RemovalPolicyForce:
+		return v1alpha1.RemovalPolicyForce
+	}
+	for _, a := range annotations {
+		if a != "" {
+			return v1alpha1.RemovalPolicy(a)
+		}
+	}
+	if previous != "" {
+		return previous
+	}
+	return v1alpha1.RemovalPolicyDrain
 }
 
 // ForceWarning is the Warning to emit when a Force removal deletes the

@@ -211,7 +211,8 @@ func TestRemovalStatus(t *testing.T) {
 }
 
 func TestTaintRules(t *testing.T) {
-	rules := TaintRules("default", NVIDIAGPUDriver, []string{NVIDIAGPUDriver, NVIDIAComputeDomainDriver}, v1alpha1.RemovalPolicyForce, "resource.k8s.io/v1beta2")
+	names := []string{NVIDIAGPUDriver, NVIDIAComputeDomainDriver}
+	rules := TaintRules("default", NVIDIAGPUDriver, names, RemovalTaintTargets(names, nil, nil), v1alpha1.RemovalPolicyForce, "resource.k8s.io/v1beta2")
 	if len(rules) != 2 {
 		t.Fatalf("%d rules, want one per driver name", len(rules))
 	}
@@ -231,5 +232,57 @@ func TestTaintRules(t *testing.T) {
 	}
 	if rules[0].GetName() == rules[1].GetName() {
 		t.Error("rules of two driver names share a name")
+	}
+}
+
+// A removal never taints what the central publisher publishes under the
+// same driver name: that name gets a rule per pool of the driver's own
+// slices instead of one for every device (issue 22).
+func TestRemovalTaintTargets(t *testing.T) {
+	own := map[string][]string{"tpu.example.com": {"node-b", "node-a", "node-a"}, "gpu.example.com": {"node-a"}}
+	published := map[string][]string{"tpu.example.com": {"tpu-a"}}
+	got := RemovalTaintTargets([]string{"gpu.example.com", "tpu.example.com"}, own, published)
+	want := []TaintTarget{{Driver: "gpu.example.com"}, {Driver: "tpu.example.com", Pool: "node-a"}, {Driver: "tpu.example.com", Pool: "node-b"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("targets %v, want %v", got, want)
+	}
+	rules := TaintRules("default", "tpu.example.com", []string{"tpu.example.com"}, got[1:], v1alpha1.RemovalPolicyDrain, "resource.k8s.io/v1")
+	for i, r := range rules {
+		pool, _, _ := unstructuredString(r.Object, "spec", "deviceSelector", "pool")
+		if pool != want[i+1].Pool || r.GetName() == TaintRuleName(TaintTarget{Driver: "tpu.example.com"}) {
+			t.Errorf("rule %s selects pool %q, want %q", r.GetName(), pool, want[i+1].Pool)
+		}
+	}
+	if rules[0].GetName() == rules[1].GetName() {
+		t.Error("two pools share a rule name")
+	}
+	if n := RemovalTaintTargets([]string{"tpu.example.com"}, nil, published); len(n) != 0 {
+		t.Errorf("a driver with no slice of its own next to the publisher gets rules %v", n)
+	}
+}
+
+// The README's recipe ends a Drain by annotating the driver's objects
+// Force; the DeviceTaintRule, which outlives the others, must not turn it
+// back into a Drain once they are gone (issue 22).
+func TestRemovalPolicyOf(t *testing.T) {
+	const drain, force = v1alpha1.RemovalPolicyDrain, v1alpha1.RemovalPolicyForce
+	tests := []struct {
+		name        string
+		spec        v1alpha1.RemovalPolicy
+		annotations []string
+		previous    v1alpha1.RemovalPolicy
+		want        v1alpha1.RemovalPolicy
+	}{
+		{"nothing known drains", "", nil, "", drain},
+		{"the spec of a DRAStack being deleted wins", force, []string{"Drain"}, drain, force},
+		{"one object annotated Force is enough", "", []string{"Drain", "Force", "Drain"}, drain, force},
+		{"only the taint rule is left, still Drain, after a Force removal began", "", []string{"Drain"}, force, force},
+		{"the objects' Drain", "", []string{"", "Drain"}, "", drain},
+		{"no annotation left: the previous policy", "", nil, force, force},
+	}
+	for _, tc := range tests {
+		if got := RemovalPolicyOf(tc.spec, tc.annotations, tc.previous); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

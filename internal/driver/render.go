@@ -12,6 +12,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/note"
 	"github.com/drastack/drastack/internal/stack"
 )
 
@@ -325,16 +326,14 @@ func validateInput(in Input, path *field.Path) *field.Error {
 // OneLine condenses a multi-line error (kustomize's wrap every step and
 // repeat the object) into one line: white space runs become one space,
 // wrappers that only say where in kustomize it failed are dropped, and the
-// result is cut at maxReason characters.
+// result is shortened to maxReason characters, quoted values first, never
+// the cause at its end (internal/note).
 func OneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	for _, noise := range []string{"accumulating resources: ", "accumulation err='", "accumulating resources from '"} {
 		s = strings.ReplaceAll(s, noise, "")
 	}
-	if len(s) > maxReason {
-		s = s[:maxReason-3] + "..."
-	}
-	return s
+	return note.Shorten(s, maxReason)
 }
 
 // maxReason bounds a condensed error in status.

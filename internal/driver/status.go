@@ -187,7 +187,11 @@ func Assess(name string, o Observed, s Settings) Assessment {
 
 	if len(o.ApplyProblems) > 0 {
 		reason := ReasonApplyFailed
-		var parts, invalid []string
+		var invalid []string
+		// Objects that failed for the same reason (every object someone
+		// else made first) are named together, the reason said once.
+		var messages []string
+		objects := map[string][]string{}
 		for _, p := range o.ApplyProblems {
 			switch {
 			case p.Invalid:
@@ -196,7 +200,14 @@ func Assess(name string, o Observed, s Settings) Assessment {
 			case p.Conflict:
 				reason = ReasonApplyConflict
 			}
-			parts = append(parts, fmt.Sprintf("%s: %s", p.Object, p.Message))
+			if _, seen := objects[p.Message]; !seen {
+				messages = append(messages, p.Message)
+			}
+			objects[p.Message] = append(objects[p.Message], p.Object)
+		}
+		parts := make([]string, 0, len(messages))
+		for _, m := range messages {
+			parts = append(parts, fmt.Sprintf("%s: %s", listSome(objects[m], maxObjectsListed), m))
 		}
 		// A spec error leads, so that SpecValid can quote the message.
 		if len(invalid) > 0 {
@@ -599,3 +610,6 @@ func sortedCopy(in []string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// maxObjectsListed bounds the objects one apply problem names.
+const maxObjectsListed = 10

@@ -36,6 +36,7 @@ import (
 	driverctrl "github.com/drastack/drastack/internal/controller/driver"
 	poolctrl "github.com/drastack/drastack/internal/controller/pool"
 	publisherctrl "github.com/drastack/drastack/internal/controller/publisher"
+	"github.com/drastack/drastack/internal/controller/specgate"
 	stackctrl "github.com/drastack/drastack/internal/controller/stack"
 	"github.com/drastack/drastack/internal/driver"
 	"github.com/drastack/drastack/internal/eventlimit"
@@ -225,8 +226,12 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		recorders = append(recorders, r)
 		return r
 	}
+	// Every controller that changes what runs asks the same gate before it
+	// acts on a spec (internal/controller/specgate).
+	gate := &specgate.Gate{Cache: mgr.GetClient(), API: mgr.GetAPIReader(), OperatorNamespace: operatorNamespace(o.Namespace)}
 	if err := (&stackctrl.Reconciler{
 		Client:        mgr.GetClient(),
+		Gate:          gate,
 		Prober:        &clusterprobe.Prober{Client: clientset, Namespace: o.ProbeNamespace},
 		Recorder:      recorder("drastack"),
 		ProbeInterval: o.ClusterProbeInterval,
@@ -242,6 +247,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	if err := (&publisherctrl.Reconciler{
 		Client:     mgr.GetClient(),
+		Gate:       gate,
 		KubeClient: clientset,
 		Recorder:   recorder("drastack-publisher"),
 	}).SetupWithManager(mgr); err != nil {
@@ -265,6 +271,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	if err := (&driverctrl.Reconciler{
 		Client:    mgr.GetClient(),
+		Gate:      gate,
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  recorder("drastack-driver"),
 		Settings:  driver.Settings{PublishGrace: o.DriverPublishGrace, RolloutTimeout: o.DriverRolloutTimeout},

@@ -9,18 +9,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/note"
 )
 
 // Reasons of the conditions this package decides.
 const (
-	ReasonSpecValid         = "SpecValid"
-	ReasonInvalidSpec       = "InvalidSpec"
-	ReasonCompatible        = "Compatible"
-	ReasonResourceAPIAbsent = "ResourceAPINotServed"
-	ReasonFeatureMissing    = "FeatureMissing"
-	ReasonProbeFailed       = "ProbeFailed"
-	ReasonStackReady        = "StackReady"
-	ReasonWaiting           = "Waiting"
+	ReasonSpecValid   = "SpecValid"
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSpecValidWithWarnings: SpecValid is True, and its message
+	// lists what is allowed but most likely a mistake.
+	ReasonSpecValidWithWarnings = "SpecValidWithWarnings"
+	ReasonCompatible            = "Compatible"
+	ReasonResourceAPIAbsent     = "ResourceAPINotServed"
+	ReasonFeatureMissing        = "FeatureMissing"
+	ReasonProbeFailed           = "ProbeFailed"
+	ReasonStackReady            = "StackReady"
+	ReasonWaiting               = "Waiting"
 )
 
 // readyInputs are the conditions Ready follows, in the order their failure
@@ -129,18 +133,45 @@ func CompatibleCondition(spec *v1alpha1.DRAStackSpec, cluster *v1alpha1.ClusterS
 	return c
 }
 
-// SpecCondition turns validation errors into SpecValid.
-func SpecCondition(errs []string, generation int64) metav1.Condition {
+// SpecReport is what SpecValid says.
+type SpecReport struct {
+	// Errors make the whole spec invalid (Check, and a DRAStack not named
+	// default): nothing that runs changes until they are fixed.
+	Errors []string
+	// DriverProblems are what only rendering or applying one driver found
+	// (DriverSpecProblems): that driver is not changed, the others are.
+	DriverProblems []string
+	// Warnings leave the spec valid.
+	Warnings []string
+}
+
+// Frozen is the end of a SpecValid message for an invalid spec: what the
+// operator does about it.
+const Frozen = "nothing that runs changes until the spec is valid: the drivers, published devices and central taints of the last valid spec stay as they are"
+
+// maxConditionMessage stays under the API's 32768 characters.
+const maxConditionMessage = 32000
+
+// SpecCondition turns a SpecReport into SpecValid: False with reason
+// InvalidSpec when there are errors (whole-spec errors first, then what
+// says what the operator does about them), True with reason
+// SpecValidWithWarnings when only warnings are left, True otherwise.
+func SpecCondition(r SpecReport, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionSpecValid, ObservedGeneration: generation}
-	if len(errs) == 0 {
+	switch {
+	case len(r.Errors) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalidSpec
+		c.Message = strings.Join(append(slices.Clone(r.Errors), r.DriverProblems...), "; ") + "; " + Frozen
+	case len(r.DriverProblems) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalidSpec
+		c.Message = strings.Join(r.DriverProblems, "; ")
+	case len(r.Warnings) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonSpecValidWithWarnings
+		c.Message = "the spec is valid, with warnings: " + strings.Join(r.Warnings, "; ")
+	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonSpecValid, "the spec is valid"
-		return c
 	}
-	c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalidSpec
-	c.Message = strings.Join(errs, "; ")
-	if len(c.Message) > 32000 {
-		c.Message = c.Message[:32000]
-	}
+	c.Message = note.Shorten(c.Message, maxConditionMessage)
 	return c
 }
 

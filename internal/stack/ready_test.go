@@ -122,7 +122,7 @@ func TestSummaries(t *testing.T) {
 	if got := DriverSummary([]v1alpha1.DriverStatus{{Ready: true}, {Ready: false}}, 3); got != "1/3 ready" {
 		t.Errorf("DriverSummary = %q", got)
 	}
-	if got := SpecCondition([]string{"a: bad", "b: worse"}, 2); got.Status != metav1.ConditionFalse || got.Message != "a: bad; b: worse" {
+	if got := SpecCondition(SpecReport{DriverProblems: []string{"a: bad", "b: worse"}}, 2); got.Status != metav1.ConditionFalse || got.Message != "a: bad; b: worse" {
 		t.Errorf("SpecCondition = %+v", got)
 	}
 }

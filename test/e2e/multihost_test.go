@@ -68,9 +68,11 @@ func mhNodes() []string {
 	return out
 }
 
-// mhSpec is the suite's spec.multiHost: the valid entry and an entry over
-// the same nodes with a shape that does not tile the grid (3 chips do not
-// divide 8), which must be rejected without touching the valid one.
+// mhSpec is the suite's spec.multiHost: the valid entry and an entry of
+// the same driver with a shape that does not tile the grid (3 chips do not
+// divide 8), which must be rejected without touching the valid one. The
+// bad entry selects other nodes (none): two entries of one driver over the
+// same hosts are a spec error of their own (stack.Check).
 func mhSpec(policy v1alpha1.MissingHostPolicy) []v1alpha1.MultiHostSpec {
 	valid := v1alpha1.MultiHostSpec{
 		Name:              mhEntry,
@@ -86,6 +88,7 @@ func mhSpec(policy v1alpha1.MissingHostPolicy) []v1alpha1.MultiHostSpec {
 	bad := *valid.DeepCopy()
 	bad.Name = mhBadEntry
 	bad.Partitions = []string{"2x2", "3x4"}
+	bad.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{mhSelectLabel: "bad"}}
 	return []v1alpha1.MultiHostSpec{valid, bad}
 }
 

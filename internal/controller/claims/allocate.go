@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -21,6 +20,7 @@ import (
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
 	"github.com/drastack/drastack/internal/ledger"
+	"github.com/drastack/drastack/internal/note"
 )
 
 // Event reasons on claims and pods.
@@ -309,13 +309,8 @@ func (r *Reconciler) event(obj client.Object, eventType, reason, action, note st
 // characters (engine reasons can quote long CEL expressions).
 const maxNote = 1000
 
+// shorten gives up quoted expressions, then the middle of the note,
+// before the cause at its end (internal/note).
 func shorten(s string) string {
-	if len(s) <= maxNote {
-		return s
-	}
-	cut := maxNote - len(" ...")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + " ..."
+	return note.Shorten(s, maxNote)
 }

@@ -19,6 +19,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/driver"
+	"github.com/drastack/drastack/internal/note"
 )
 
 // maxProblemMessage bounds an API error quoted in status.
@@ -33,7 +34,10 @@ const maxProblemMessage = 300
 // instead, never fought over. An object of the same
 // name that the operator did not create is never forced: the conflict is
 // reported and the object left as it is. It returns the objects that
-// failed; the others are applied regardless.
+// failed; the others are applied regardless. An object not in the
+// inventory is looked for first: one of the same name that the operator
+// did not create for the driver is reported and left alone (see
+// ownership.go), whatever server-side apply would have made of it.
 //
 // The render orders CustomResourceDefinitions before the workloads; a
 // workload is applied only when every definition of the render is
@@ -55,6 +59,22 @@ func (r *Reconciler) apply(ctx context.Context, st *v1alpha1.DRAStack, d *declar
 		}
 		id := objectID(u.GetKind(), u.GetNamespace(), u.GetName())
 		have := in.find(id)
+		if have == nil {
+			// Not in the inventory: new, or someone else's of the same
+			// name, which is never labelled, changed or deleted.
+			other, err := r.existing(ctx, u)
+			if err == nil && other != nil && !driver.OwnedBy(other, st.Name, rd.Driver) {
+				err = fmt.Errorf("%s", driver.NotCreated(other, st.Name, rd.Driver))
+				r.warnNotCreated(st, rd.Driver, id, err.Error(), u)
+			}
+			if err != nil {
+				if driver.IsCRD(gk) {
+					d.pendingCRDs = append(d.pendingCRDs, u.GetName())
+				}
+				problems = append(problems, driver.ApplyProblem{Object: id, Conflict: other != nil, Message: shorten(err.Error())})
+				continue
+			}
+		}
 		key := st.Name + "/" + rd.Driver + "/" + id
 		hash := renderHash(u)
 		prevHash, before := r.memory.get(key)
@@ -313,11 +333,8 @@ func (r *Reconciler) deleteObject(ctx context.Context, o object) error {
 	return nil
 }
 
-// shorten keeps an API error readable in status.
+// shorten keeps an API error readable in status: quoted values give way
+// before the cause at the end of the error does.
 func shorten(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > maxProblemMessage {
-		return s[:maxProblemMessage-3] + "..."
-	}
-	return s
+	return note.Shorten(s, maxProblemMessage)
 }

@@ -157,3 +157,30 @@ func TestStackChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestTaintRuleSet: a removal is tainted when exactly the rules of its
+// targets exist; a rule no target names (the whole driver, from before the
+// publisher published under its name) is stale and goes.
+func TestTaintRuleSet(t *testing.T) {
+	rule := func(tt driver.TaintTarget) object {
+		o := object{gvk: schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "DeviceTaintRule"}}
+		o.SetName(driver.TaintRuleName(tt))
+		return o
+	}
+	whole := driver.TaintTarget{Driver: "gpu.example.com"}
+	poolA := driver.TaintTarget{Driver: "gpu.example.com", Pool: "node-a"}
+	in := &installed{taintRules: []object{rule(whole), rule(poolA)}}
+	if in.hasTaintRules([]driver.TaintTarget{poolA}) {
+		t.Error("the whole-driver rule left over counts as tainted")
+	}
+	if stale := in.staleRules([]driver.TaintTarget{poolA}); len(stale) != 1 || stale[0].GetName() != driver.TaintRuleName(whole) {
+		t.Errorf("stale rules %v", stale)
+	}
+	if !in.hasTaintRules([]driver.TaintTarget{whole, poolA}) || in.hasTaintRules([]driver.TaintTarget{whole, poolA, {Driver: "gpu.example.com", Pool: "node-b"}}) {
+		t.Error("tainted must mean: every target's rule, and no other")
+	}
+	var none *installed
+	if !none.hasTaintRules(nil) || none.hasTaintRules([]driver.TaintTarget{whole}) {
+		t.Error("nothing installed: tainted only when nothing is to be tainted")
+	}
+}

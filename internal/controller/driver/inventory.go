@@ -59,6 +59,59 @@ func (in *installed) annotation(key string) string {
 	return ""
 }
 
+// annotations returns the values of an annotation on every object of the
+// driver, taint rules included (empty where unset).
+func (in *installed) annotations(key string) []string {
+	if in == nil {
+		return nil
+	}
+	var out []string
+	for _, o := range append(slices.Clone(in.objects), in.taintRules...) {
+		out = append(out, o.GetAnnotations()[key])
+	}
+	return out
+}
+
+// findRule returns the driver's DeviceTaintRule of the name, or nil.
+func (in *installed) findRule(name string) *object {
+	if in == nil {
+		return nil
+	}
+	for i := range in.taintRules {
+		if in.taintRules[i].GetName() == name {
+			return &in.taintRules[i]
+		}
+	}
+	return nil
+}
+
+// hasTaintRules says whether the driver's DeviceTaintRules are exactly
+// those of the targets: every one exists, and no other is left (a rule
+// for the whole driver name, from before the central publisher started
+// publishing under it, would taint the publisher's devices).
+func (in *installed) hasTaintRules(targets []driver.TaintTarget) bool {
+	for _, t := range targets {
+		if in.findRule(driver.TaintRuleName(t)) == nil {
+			return false
+		}
+	}
+	return len(in.staleRules(targets)) == 0
+}
+
+// staleRules are the driver's DeviceTaintRules that no target names.
+func (in *installed) staleRules(targets []driver.TaintTarget) []object {
+	if in == nil {
+		return nil
+	}
+	var out []object
+	for _, r := range in.taintRules {
+		if !slices.ContainsFunc(targets, func(t driver.TaintTarget) bool { return driver.TaintRuleName(t) == r.GetName() }) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // find returns the installed object with the id ("Kind ns/name"), or nil.
 func (in *installed) find(id string) *object {
 	if in == nil {
@@ -95,7 +148,9 @@ type inventory struct {
 
 // inventory lists the metadata of every managed kind labelled for the
 // stack, in every namespace: objects left in a namespace the spec no
-// longer names are found and pruned too.
+// longer names are found and pruned too. Only objects the driver
+// lifecycle created count (driver.OwnedBy): one that merely carries the
+// labels is someone else's, and is never changed, pruned or removed.
 func (r *Reconciler) inventory(ctx context.Context, stack string) (*inventory, error) {
 	inv := &inventory{drivers: map[string]*installed{}}
 	kinds := slices.Clone(driver.ManagedKinds)
@@ -114,11 +169,13 @@ func (r *Reconciler) inventory(ctx context.Context, stack string) (*inventory, e
 		for _, item := range list.Items {
 			o := object{gvk: gvk, PartialObjectMetadata: item}
 			if gvk.Kind == "Namespace" {
-				inv.namespaces = append(inv.namespaces, o)
+				if driver.Created(&item, stack) {
+					inv.namespaces = append(inv.namespaces, o)
+				}
 				continue
 			}
 			name := item.Labels[driver.LabelDriver]
-			if name == "" {
+			if name == "" || !driver.OwnedBy(&item, stack, name) {
 				continue
 			}
 			in := inv.drivers[name]

@@ -32,7 +32,9 @@ func (r *Reconciler) cleanupNamespaces(ctx context.Context, stack, current strin
 		if driversDeclared && ns.Name == current {
 			continue
 		}
-		if ns.DeletionTimestamp != nil {
+		if ns.DeletionTimestamp != nil || !driver.Created(ns, stack) {
+			// Someone else's namespace that only carries the label is
+			// never deleted or changed.
 			continue
 		}
 		logger := log.FromContext(ctx).WithValues("namespace", ns.Name)

@@ -76,17 +76,21 @@ func (r *Reconciler) observe(ctx context.Context, st *v1alpha1.DRAStack, d *decl
 	namespace := d.rendered.Objects[0].GetName()
 
 	ds := &appsv1.DaemonSet{}
+	// Someone else's workload of the same name is not the driver's: it
+	// neither serves nor fails for it (see ownership.go).
 	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: d.rendered.PluginDaemonSet}, ds); {
-	case err == nil:
+	case err == nil && driver.OwnedBy(ds, st.Name, d.spec.Name):
 		o.DaemonSet = ds
+	case err == nil:
 	case !apierrors.IsNotFound(err):
 		return o, fmt.Errorf("get DaemonSet of driver %s: %w", d.spec.Name, err)
 	}
 	for _, name := range d.rendered.Controllers {
 		dep := &appsv1.Deployment{}
 		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, dep); {
-		case err == nil:
+		case err == nil && driver.OwnedBy(dep, st.Name, d.spec.Name):
 			o.Deployments = append(o.Deployments, *dep)
+		case err == nil:
 		case !apierrors.IsNotFound(err):
 			return o, fmt.Errorf("get Deployment %s: %w", name, err)
 		}

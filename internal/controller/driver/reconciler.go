@@ -23,7 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/controller/specgate"
 	"github.com/drastack/drastack/internal/driver"
+	"github.com/drastack/drastack/internal/note"
+	"github.com/drastack/drastack/internal/stack"
 )
 
 // Finalizer holds a DRAStack while its drivers are removed. It is set only
@@ -33,7 +36,11 @@ const Finalizer = "drastack.io/driver-cleanup"
 
 // DefaultNamespace is used when a DRAStack predates the spec.namespace
 // default.
-const DefaultNamespace = "drastack-drivers"
+const DefaultNamespace = stack.DefaultDriverNamespace
+
+// maxNote keeps an Event's note under the API server's 1024 bytes; the
+// status keeps the whole message.
+const maxNote = 1000
 
 // Requeue intervals. Pods and claims are read without a watch (a watch on
 // every pod of the cluster is not worth it), so states that only they show
@@ -60,6 +67,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Settings tune the status judgements; zero values use the defaults.
 	Settings driver.Settings
+	// Gate is the whole-spec check: an invalid spec changes nothing that
+	// runs (see hold). Nil: every spec is acted on (tests of one branch).
+	Gate *specgate.Gate
 	// Now defaults to time.Now; tests replace it.
 	Now func() time.Time
 
@@ -96,6 +106,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	now := r.now()
 	deleting := st.DeletionTimestamp != nil
+	if !deleting && r.Gate != nil {
+		// Before anything is applied or deleted: a spec the whole-spec
+		// check refuses (a namespace the operator must not use, a driver
+		// named like a multi-host driver, ...) changes nothing that runs.
+		// A DRAStack being deleted is removed whatever its spec says.
+		v, err := r.Gate.Check(ctx, &st, specgate.What{})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !v.Valid() {
+			return r.hold(ctx, &st, v, now)
+		}
+	}
 	namespace := st.Spec.Namespace
 	if namespace == "" {
 		namespace = DefaultNamespace
@@ -273,7 +296,7 @@ func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, as []driver.Assess
 		if a.Degraded {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(st, nil, eventType, a.Status.Reason, "Driver", "driver %s: %s", a.Status.Name, a.Status.Message)
+		r.Recorder.Eventf(st, nil, eventType, a.Status.Reason, "Driver", "%s", note.Shorten(fmt.Sprintf("driver %s: %s", a.Status.Name, a.Status.Message), maxNote))
 	}
 }
 

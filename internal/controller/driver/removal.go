@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -49,48 +50,40 @@ func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, na
 		}
 	}
 	var specNames []string
-	policy := v1alpha1.RemovalPolicy(in.annotation(driver.AnnotationRemovalPolicy))
+	var specPolicy v1alpha1.RemovalPolicy
 	if spec != nil {
 		// The DRAStack is being deleted: its spec still says how.
 		specNames = driver.DriverNames(spec)
-		if spec.RemovalPolicy != "" {
-			policy = spec.RemovalPolicy
-		}
+		specPolicy = spec.RemovalPolicy
 	}
-	if policy == "" {
-		policy = prevPolicy
-	}
-	if policy == "" {
-		policy = v1alpha1.RemovalPolicyDrain
-	}
+	policy := driver.RemovalPolicyOf(specPolicy, in.annotations(driver.AnnotationRemovalPolicy), prevPolicy)
 	names := driverNamesOf(name, in, specNames)
+	sl, err := r.driverSlices(ctx, names)
+	if err != nil {
+		return nil, false, err
+	}
+	targets := driver.RemovalTaintTargets(names, sl.ownPools, sl.publisherPools)
 
 	state := driver.RemovalState{
 		Policy:           policy,
 		TaintRulesServed: taintGVK != nil,
-		Tainted:          len(in.taintRules) >= len(names),
+		Tainted:          in.hasTaintRules(targets),
 		DeviceClasses:    in.count(func(gk schema.GroupKind) bool { return gk.Kind == "DeviceClass" }),
 		Workloads:        in.count(isWorkload),
 		Objects:          in.count(isOther),
 		CRDs:             in.count(driver.IsCRD),
+		Slices:           len(sl.own),
 	}
-	var err error
-	if state.BlockingClaims, err = r.blockingClaims(ctx, names); err != nil {
+	if state.BlockingClaims, err = r.blockingClaims(ctx, names, sl.publisherPools); err != nil {
 		return nil, false, err
 	}
 	if state.CustomResources, err = r.customResources(ctx, in); err != nil {
 		return nil, false, err
 	}
-	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.MatchingLabels(driver.Selector(st.Name, name))); err != nil {
-		return nil, false, fmt.Errorf("list pods of driver %s: %w", name, err)
-	}
-	state.Pods = len(pods.Items)
-	slicesLeft, err := r.leftoverSlices(ctx, names)
-	if err != nil {
+	if state.Pods, err = r.driverPods(ctx, st.Name, name); err != nil {
 		return nil, false, err
 	}
-	state.Slices = len(slicesLeft)
+	slicesLeft := sl.own
 
 	step := driver.NextRemovalStep(state)
 	if step.Done {
@@ -115,7 +108,7 @@ func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, na
 	}
 	for _, action := range step.Actions {
 		logger.Info("Removal step", "phase", step.Phase, "action", action)
-		if err := r.act(ctx, st, name, names, policy, in, slicesLeft, taintGVK, action); err != nil {
+		if err := r.act(ctx, st, name, names, targets, policy, in, slicesLeft, taintGVK, action); err != nil {
 			return nil, false, err
 		}
 	}
@@ -125,13 +118,32 @@ func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, na
 }
 
 // act carries out one removal action.
-func (r *Reconciler) act(ctx context.Context, st *v1alpha1.DRAStack, name string, names []string, policy v1alpha1.RemovalPolicy,
+func (r *Reconciler) act(ctx context.Context, st *v1alpha1.DRAStack, name string, names []string, targets []driver.TaintTarget, policy v1alpha1.RemovalPolicy,
 	in *installed, slicesLeft []resourcev1.ResourceSlice, taintGVK *schema.GroupVersionKind, action driver.RemovalAction) error {
 	switch action {
 	case driver.ActionTaint:
-		for _, u := range driver.TaintRules(st.Name, name, names, policy, taintGVK.GroupVersion().String()) {
+		for _, u := range driver.TaintRules(st.Name, name, names, targets, policy, taintGVK.GroupVersion().String()) {
+			if in.findRule(u.GetName()) == nil {
+				// Never label or change a rule of that name someone else
+				// made: the removal stays in Tainting, and says why.
+				other, err := r.existing(ctx, u)
+				if err != nil {
+					return err
+				}
+				if other != nil && !driver.OwnedBy(other, st.Name, name) {
+					r.warnNotCreated(st, name, objectID(u.GetKind(), "", u.GetName()), driver.NotCreated(other, st.Name, name), u)
+					continue
+				}
+			}
 			if p := r.applyOne(ctx, u); p != nil {
 				return fmt.Errorf("stop allocations of driver %s: %s", name, p.Message)
+			}
+		}
+		// Rules no target names any more go once the new ones are in
+		// place: never a moment without a taint.
+		for _, o := range in.staleRules(targets) {
+			if err := r.deleteObject(ctx, o); err != nil {
+				return err
 			}
 		}
 	case driver.ActionDeleteDeviceClasses:
@@ -164,6 +176,52 @@ func (r *Reconciler) act(ctx context.Context, st *v1alpha1.DRAStack, name string
 		}
 	}
 	return nil
+}
+
+// driverPods counts the pods of the driver's workloads: pods with the
+// driver's labels, except those of a DaemonSet or Deployment that exists
+// and is someone else's (a copy of the driver's manifests carries the same
+// pod labels; the removal must not wait for it).
+func (r *Reconciler) driverPods(ctx context.Context, stack, name string) (int, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.MatchingLabels(driver.Selector(stack, name))); err != nil {
+		return 0, fmt.Errorf("list pods of driver %s: %w", name, err)
+	}
+	foreign := map[string]bool{}
+	n := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		ref := metav1.GetControllerOf(p)
+		kind, workload := "", ""
+		switch {
+		case ref == nil:
+		case ref.Kind == "DaemonSet":
+			kind, workload = "DaemonSet", ref.Name
+		case ref.Kind == "ReplicaSet" && p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "":
+			kind, workload = "Deployment", strings.TrimSuffix(ref.Name, "-"+p.Labels[appsv1.DefaultDeploymentUniqueLabelKey])
+		}
+		if kind != "" {
+			key := kind + " " + p.Namespace + "/" + workload
+			theirs, known := foreign[key]
+			if !known {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind(kind))
+				u.SetNamespace(p.Namespace)
+				u.SetName(workload)
+				other, err := r.existing(ctx, u)
+				if err != nil {
+					return 0, err
+				}
+				theirs = other != nil && !driver.OwnedBy(other, stack, name)
+				foreign[key] = theirs
+			}
+			if theirs {
+				continue
+			}
+		}
+		n++
+	}
+	return n, nil
 }
 
 func (r *Reconciler) deleteMatching(objs []object, match func(schema.GroupKind) bool, ctx context.Context) error {
@@ -269,8 +327,10 @@ func (r *Reconciler) releaseCRD(ctx context.Context, o object) error {
 }
 
 // blockingClaims lists the allocated claims (namespace/name, sorted) with
-// a device of one of the driver names.
-func (r *Reconciler) blockingClaims(ctx context.Context, names []string) ([]string, error) {
+// a device of one of the driver names, except devices of the pools the
+// central publisher publishes under the same name: those are not the
+// driver's, and its removal does not wait for them.
+func (r *Reconciler) blockingClaims(ctx context.Context, names []string, publisherPools map[string][]string) ([]string, error) {
 	claims := &resourcev1.ResourceClaimList{}
 	if err := r.APIReader.List(ctx, claims); err != nil {
 		return nil, fmt.Errorf("list resource claims: %w", err)
@@ -281,7 +341,7 @@ func (r *Reconciler) blockingClaims(ctx context.Context, names []string) ([]stri
 			continue
 		}
 		if slices.ContainsFunc(c.Status.Allocation.Devices.Results, func(res resourcev1.DeviceRequestAllocationResult) bool {
-			return slices.Contains(names, res.Driver)
+			return slices.Contains(names, res.Driver) && !slices.Contains(publisherPools[res.Driver], res.Pool)
 		}) {
 			out = append(out, c.Namespace+"/"+c.Name)
 		}
@@ -290,25 +350,47 @@ func (r *Reconciler) blockingClaims(ctx context.Context, names []string) ([]stri
 	return out, nil
 }
 
-// leftoverSlices lists the ResourceSlices of the driver names, except the
-// slices the central publisher writes for spec.multiHost (owned by the
-// DRAStack): those belong to another controller.
-func (r *Reconciler) leftoverSlices(ctx context.Context, names []string) ([]resourcev1.ResourceSlice, error) {
-	var out []resourcev1.ResourceSlice
+// driverSlicesOf are the ResourceSlices under a driver's names, split by
+// who wrote them.
+type driverSlicesOf struct {
+	// own are the slices of the driver's plugins: every slice of its
+	// names but the central publisher's. The removal deletes those that
+	// are left once its plugins are gone.
+	own []resourcev1.ResourceSlice
+	// ownPools and publisherPools are the pool names of each, by driver
+	// name.
+	ownPools, publisherPools map[string][]string
+}
+
+// driverSlices lists the ResourceSlices of the driver names. The slices
+// the central publisher writes for spec.multiHost (owned by the DRAStack)
+// belong to another controller: they are never deleted or tainted by a
+// driver's removal.
+func (r *Reconciler) driverSlices(ctx context.Context, names []string) (driverSlicesOf, error) {
+	out := driverSlicesOf{ownPools: map[string][]string{}, publisherPools: map[string][]string{}}
 	for _, n := range names {
 		list := &resourcev1.ResourceSliceList{}
 		sel := fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, n)
 		if err := r.APIReader.List(ctx, list, client.MatchingFieldsSelector{Selector: sel}); err != nil {
-			return nil, fmt.Errorf("list ResourceSlices of driver %s: %w", n, err)
+			return out, fmt.Errorf("list ResourceSlices of driver %s: %w", n, err)
 		}
 		for _, s := range list.Items {
 			if ownedByStack(s.OwnerReferences) {
+				out.publisherPools[n] = appendNew(out.publisherPools[n], s.Spec.Pool.Name)
 				continue
 			}
-			out = append(out, s)
+			out.own = append(out.own, s)
+			out.ownPools[n] = appendNew(out.ownPools[n], s.Spec.Pool.Name)
 		}
 	}
 	return out, nil
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }
 
 func ownedByStack(refs []metav1.OwnerReference) bool {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/stack"
 	"github.com/drastack/drastack/internal/topology"
 )
 
@@ -67,6 +68,7 @@ func Compute(entries []v1alpha1.MultiHostSpec, nodes []corev1.Node) Desired {
 		}
 		plans = append(plans, plan)
 	}
+	dropConflictingEntries(plans, entries, nodes)
 	conflicts := poolNameConflicts(plans)
 
 	for _, plan := range plans {
@@ -108,7 +110,7 @@ func Compute(entries []v1alpha1.MultiHostSpec, nodes []corev1.Node) Desired {
 func checkEntry(e *v1alpha1.MultiHostSpec) string {
 	spec := topology.Spec{
 		Driver:       e.Driver,
-		Pool:         PoolName(e.Name, placeholderDomain),
+		Pool:         stack.PoolName(e.Name, placeholderDomain),
 		Domain:       placeholderDomain,
 		HostGrid:     toInts(e.HostGrid),
 		ChipsPerHost: toInts(e.ChipsPerHost),
@@ -132,6 +134,30 @@ func topologyError(err error) string {
 		err = inner
 	}
 	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// dropConflictingEntries empties the plan of every entry that selects a
+// host of an earlier entry of its driver that publishes
+// (stack.MultiHostConflicts), so that no chip is two devices. Pool names
+// two entries share are poolNameConflicts' to handle.
+func dropConflictingEntries(plans []EntryPlan, entries []v1alpha1.MultiHostSpec, nodes []corev1.Node) {
+	plan := func(name string) *EntryPlan {
+		for i := range plans {
+			if plans[i].Entry == name {
+				return &plans[i]
+			}
+		}
+		return nil
+	}
+	for _, c := range stack.MultiHostConflicts(entries, nodes) {
+		first, second := plan(entries[c.First].Name), plan(entries[c.Second].Name)
+		if len(c.Nodes) == 0 || first == nil || second == nil || first.Invalid != "" || second.Invalid != "" {
+			continue
+		}
+		second.Invalid = fmt.Sprintf("%s: %s; nothing is published for this entry", ReasonHostConflict, c.Message(entries))
+		second.Problems = append([]string{second.Invalid}, second.Problems...)
+		second.Pools = nil
+	}
 }
 
 // conflictKey is a pool as the resourceslice library knows it.

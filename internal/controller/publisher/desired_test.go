@@ -116,6 +116,21 @@ func TestCompute(t *testing.T) {
 			},
 		},
 		{
+			// Issue 22: tpu and tpu2 over the same hosts would publish
+			// every chip twice, in pools tpu-a and tpu2-a.
+			name: "two entries of one driver over the same hosts: the later publishes nothing",
+			entries: []v1alpha1.MultiHostSpec{
+				entry(),
+				entry(func(e *v1alpha1.MultiHostSpec) { e.Name = "tpu2"; e.NodeSelector = nil }),
+			},
+			nodes:   domainNodes("a"),
+			devices: map[string]map[string]int{testDriver: {"tpu-a": 15}},
+			status: []v1alpha1.MultiHostStatus{
+				{Name: "tpu", Pools: 1, Hosts: 8, Devices: 15, Slices: 2},
+				{Name: "tpu2", Problems: []string{ReasonHostConflict}},
+			},
+		},
+		{
 			name: "two entries of one driver whose pool names collide publish neither pool",
 			entries: []v1alpha1.MultiHostSpec{
 				entry(func(e *v1alpha1.MultiHostSpec) { e.Name = "x" }),

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/note"
 )
 
 // Event reasons on the DRAStack.
@@ -88,10 +89,8 @@ func hasReason(problems []string, reason string) bool {
 	return slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, reason+":") })
 }
 
-// truncateNote keeps a note within the API's limit.
+// truncateNote keeps a note within the API's limit, the cause included
+// (internal/note).
 func truncateNote(s string) string {
-	if len(s) <= maxNote {
-		return s
-	}
-	return s[:maxNote-3] + "..."
+	return note.Shorten(s, maxNote)
 }

@@ -1,10 +1,12 @@
 package publisher
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 )
@@ -59,11 +61,35 @@ func TestChangedEntries(t *testing.T) {
 }
 
 func TestTruncateNote(t *testing.T) {
-	long := strings.Repeat("x", 2000)
-	if got := truncateNote(long); len(got) != maxNote || !strings.HasSuffix(got, "...") {
-		t.Errorf("truncateNote kept %d characters, want %d ending in ...", len(got), maxNote)
+	long := "publish pool tpu-a: " + strings.Repeat("x", 2000) + ": the cause"
+	if got := truncateNote(long); len(got) > maxNote || !strings.HasPrefix(got, "publish pool tpu-a: ") || !strings.HasSuffix(got, ": the cause") {
+		t.Errorf("truncateNote kept %d characters (limit %d) and should keep the start and the cause: %q", len(got), maxNote, got)
 	}
 	if got := truncateNote("short"); got != "short" {
 		t.Errorf("truncateNote changed a short note: %q", got)
+	}
+}
+
+// TestPublishedCondition: the condition says which generation the
+// publisher acted on and how.
+func TestPublishedCondition(t *testing.T) {
+	tests := []struct {
+		name     string
+		valid    bool
+		retiring []string
+		err      error
+		status   metav1.ConditionStatus
+		reason   string
+	}{
+		{"held", false, nil, nil, metav1.ConditionFalse, ReasonSpecInvalid},
+		{"published", true, nil, nil, metav1.ConditionTrue, ReasonPublished},
+		{"a driver still has slices", true, []string{"tpu.example.com"}, nil, metav1.ConditionTrue, ReasonRetiring},
+		{"a start failed", true, nil, errors.New("informer not synced"), metav1.ConditionFalse, ReasonStartFailed},
+	}
+	for _, tc := range tests {
+		c := publishedCondition(7, tc.valid, tc.retiring, tc.err)
+		if c.Type != ConditionPublished || c.ObservedGeneration != 7 || c.Status != tc.status || c.Reason != tc.reason || c.Message == "" {
+			t.Errorf("%s: %+v", tc.name, c)
+		}
 	}
 }

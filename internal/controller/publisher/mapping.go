@@ -2,16 +2,15 @@ package publisher
 
 import (
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/stack"
 	"github.com/drastack/drastack/internal/topology"
 )
 
@@ -34,6 +33,12 @@ const (
 	// ReasonPoolNameConflict: two domains of one driver map to the same
 	// pool name; neither pool is published.
 	ReasonPoolNameConflict = "PoolNameConflict"
+	// ReasonHostConflict: an earlier entry of the same driver selects some
+	// of the entry's hosts, or publishes one of its pool names; nothing is
+	// published for the later entry. The whole-spec check refuses such a
+	// spec before the publisher sees it; this keeps a chip from ever being
+	// two devices should the two disagree about the nodes for a moment.
+	ReasonHostConflict = "HostConflict"
 	// ReasonNoNodes: no selected node carries the domain label, so the
 	// entry has no pool. Informational: a cluster may not have the
 	// hardware yet.
@@ -75,16 +80,12 @@ type EntryPlan struct {
 // being deleted is left out of the grid, so its position is missing.
 func MapEntry(entry *v1alpha1.MultiHostSpec, nodes []corev1.Node) EntryPlan {
 	plan := EntryPlan{Entry: entry.Name, Driver: entry.Driver}
-	selector := labels.Everything()
 	explicit := entry.NodeSelector != nil && (len(entry.NodeSelector.MatchLabels) > 0 || len(entry.NodeSelector.MatchExpressions) > 0)
-	if entry.NodeSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(entry.NodeSelector)
-		if err != nil {
-			plan.Invalid = fmt.Sprintf("%s: %v", ReasonInvalidNodeSelector, err)
-			plan.Problems = []string{plan.Invalid}
-			return plan
-		}
-		selector = s
+	selector, err := stack.MultiHostSelector(entry)
+	if err != nil {
+		plan.Invalid = fmt.Sprintf("%s: %v", ReasonInvalidNodeSelector, err)
+		plan.Problems = []string{plan.Invalid}
+		return plan
 	}
 	hostGrid := toInts(entry.HostGrid)
 
@@ -95,7 +96,7 @@ func MapEntry(entry *v1alpha1.MultiHostSpec, nodes []corev1.Node) EntryPlan {
 		if !selector.Matches(labels.Set(node.Labels)) {
 			continue
 		}
-		domain := node.Labels[entry.DomainLabel]
+		domain := stack.MultiHostDomain(entry, selector, node)
 		if domain == "" {
 			if explicit {
 				unlabelled = append(unlabelled, node.Name)
@@ -108,7 +109,7 @@ func MapEntry(entry *v1alpha1.MultiHostSpec, nodes []corev1.Node) EntryPlan {
 		coords := node.Labels[entry.CoordinatesLabel]
 		if why := unusable(node); why != "" {
 			plan.Problems = append(plan.Problems, fmt.Sprintf("%s: pool %s: node %s (coordinates %q) %s; its position counts as missing",
-				ReasonNodeUnschedulable, PoolName(entry.Name, domain), node.Name, coords, why))
+				ReasonNodeUnschedulable, stack.PoolName(entry.Name, domain), node.Name, coords, why))
 			continue
 		}
 		hostname := node.Labels[corev1.LabelHostname]
@@ -133,7 +134,7 @@ func MapEntry(entry *v1alpha1.MultiHostSpec, nodes []corev1.Node) EntryPlan {
 		}
 		plan.Pools = append(plan.Pools, DomainPool{Domain: domain, Spec: topology.Spec{
 			Driver:       entry.Driver,
-			Pool:         PoolName(entry.Name, domain),
+			Pool:         stack.PoolName(entry.Name, domain),
 			Domain:       domain,
 			HostGrid:     hostGrid,
 			ChipsPerHost: toInts(entry.ChipsPerHost),
@@ -181,36 +182,4 @@ func toInts(v []int32) []int {
 		out[i] = int(n)
 	}
 	return out
-}
-
-// PoolName is the pool of one domain of an entry: "<entry>-<domain>". A
-// domain is a label value (upper case, "_" and "." allowed) while a pool
-// name is made of DNS subdomains, so the domain is lower-cased and every
-// character other than a-z and 0-9 becomes "-" (runs collapsed). When that
-// changed the domain, an 8-digit hash of the raw value is appended, so
-// that "Rack_1" and "rack-1" stay two pools.
-func PoolName(entry, domain string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(domain) {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-			dash = false
-			continue
-		}
-		if !dash && b.Len() > 0 {
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	clean := strings.TrimRight(b.String(), "-")
-	if clean != domain {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(domain))
-		if clean != "" {
-			clean += "-"
-		}
-		clean += fmt.Sprintf("%08x", h.Sum32())
-	}
-	return entry + "-" + clean
 }

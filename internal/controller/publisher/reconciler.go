@@ -3,6 +3,7 @@ package publisher
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,16 +28,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/controller/specgate"
 	"github.com/drastack/drastack/internal/controller/statusapply"
+	"github.com/drastack/drastack/internal/note"
 )
 
 // FieldManager owns status.multiHost; no other controller writes it.
 const FieldManager = "drastack-publisher"
 
+// invalidRecheck is when an invalid spec is checked again without an
+// event: what made it invalid may be a namespace, which is not watched.
+const invalidRecheck = 5 * time.Second
+
 // retireCheckInterval is how often a driver that left the spec is checked
 // for remaining slices before its controller is stopped. The library
 // removes them within a second or two; a few seconds keep the check cheap.
-const retireCheckInterval = 5 * time.Second
+const retireCheckInterval = 2 * time.Second
 
 // Reconciler publishes the multi-host pools of the DRAStack. It reconciles
 // only the singleton DRAStack; every Node change that can change a pool
@@ -49,6 +57,9 @@ type Reconciler struct {
 	KubeClient kubernetes.Interface
 	// Recorder emits Events on the DRAStack; nil disables them.
 	Recorder events.EventRecorder
+	// Gate is the whole-spec check: the pools of an invalid spec are not
+	// published (see Reconcile). Nil: every spec is acted on (tests).
+	Gate *specgate.Gate
 
 	drivers drivers
 	cancel  context.CancelFunc
@@ -107,6 +118,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.drivers.stop()
 		return ctrl.Result{}, nil
 	}
+	if r.Gate != nil {
+		v, err := r.Gate.Check(ctx, &st, specgate.What{})
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !v.Valid() {
+			// An invalid spec changes nothing that runs: the library
+			// controllers keep publishing the pools of the last valid
+			// spec, as they were (restarted, the operator starts none, and
+			// the slices stay as they are). SpecValid says why.
+			logger.Info("The spec is invalid; the published pools stay as they are until it is valid", "generation", st.Generation)
+			cond := publishedCondition(st.Generation, false, nil, nil)
+			if err := r.writeStatus(ctx, &st, st.Status.MultiHost, cond); err != nil {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{RequeueAfter: invalidRecheck}, nil
+		}
+	}
 	r.remember(&st)
 
 	var nodes corev1.NodeList
@@ -122,6 +151,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	logger.V(1).Info("Desired multi-host pools handed to the publisher", "drivers", len(desired.Drivers), "pools", len(desired.Summaries), "retiring", retiring)
 
 	var result ctrl.Result
+	var stillRetiring []string
 	for _, driver := range retiring {
 		n, err := r.nodelessSlices(ctx, driver)
 		if err != nil {
@@ -132,28 +162,74 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			logger.Info("Stopped publishing for a driver that left spec.multiHost", "driver", driver)
 			continue
 		}
+		stillRetiring = append(stillRetiring, driver)
 		result.RequeueAfter = retireCheckInterval
 	}
 
 	r.recordChanges(&st, desired.Status)
-	if !apiequality.Semantic.DeepEqual(st.Status.MultiHost, desired.Status) {
-		// Only the fields this manager owns; an empty object releases
-		// multiHost when the spec has no entry left.
-		status := map[string]any{}
-		if len(desired.Status) > 0 {
-			status["multiHost"] = desired.Status
-		}
-		if err := statusapply.Apply(ctx, r.Client, v1alpha1.GroupVersion.String(), "DRAStack", "", st.Name, FieldManager, status); err != nil {
-			if apierrors.IsNotFound(err) {
-				return ctrl.Result{}, nil
-			}
-			return ctrl.Result{}, err
-		}
+	cond := publishedCondition(st.Generation, true, stillRetiring, startErr)
+	if err := r.writeStatus(ctx, &st, desired.Status, cond); err != nil {
+		return ctrl.Result{}, err
 	}
 	if startErr != nil {
 		return ctrl.Result{}, startErr
 	}
 	return result, nil
+}
+
+// writeStatus applies status.multiHost and the MultiHostPublished
+// condition when either changed. Only the fields this manager owns are
+// written; an empty multiHost releases it when the spec has no entry left.
+func (r *Reconciler) writeStatus(ctx context.Context, st *v1alpha1.DRAStack, multiHost []v1alpha1.MultiHostStatus, cond metav1.Condition) error {
+	prev := meta.FindStatusCondition(st.Status.Conditions, ConditionPublished)
+	if apiequality.Semantic.DeepEqual(st.Status.MultiHost, multiHost) && prev != nil &&
+		prev.Status == cond.Status && prev.Reason == cond.Reason && prev.Message == cond.Message && prev.ObservedGeneration == cond.ObservedGeneration {
+		return nil
+	}
+	conds := statusapply.KeepTransitionTimes(st.Status.Conditions, []metav1.Condition{cond}, metav1.Now())
+	status := map[string]any{"conditions": conds}
+	if len(multiHost) > 0 {
+		status["multiHost"] = multiHost
+	}
+	err := statusapply.Apply(ctx, r.Client, v1alpha1.GroupVersion.String(), "DRAStack", "", st.Name, FieldManager, status)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// ConditionPublished is the publisher's condition on the DRAStack: which
+// generation of spec.multiHost it acted on. True with reason Published
+// once the pools of that generation are handed to the library and no
+// driver that left the spec still has slices (Retiring until then); False
+// with reason SpecInvalid while the spec is held (nothing new published),
+// or StartFailed when a driver's publishing could not start.
+const ConditionPublished = "MultiHostPublished"
+
+// Reasons of ConditionPublished.
+const (
+	ReasonPublished   = "Published"
+	ReasonRetiring    = "Retiring"
+	ReasonSpecInvalid = "SpecInvalid"
+	ReasonStartFailed = "StartFailed"
+)
+
+// publishedCondition says what the publisher did with a generation.
+func publishedCondition(generation int64, valid bool, retiring []string, startErr error) metav1.Condition {
+	c := metav1.Condition{Type: ConditionPublished, ObservedGeneration: generation}
+	switch {
+	case !valid:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonSpecInvalid
+		c.Message = "the spec is invalid (see SpecValid): the pools of the last valid spec stay published as they are"
+	case startErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, ReasonStartFailed, note.Shorten(startErr.Error(), maxNote)
+	case len(retiring) > 0:
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonRetiring
+		c.Message = "removing the slices of " + strings.Join(retiring, ", ") + ", which left spec.multiHost"
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonPublished, "the pools of spec.multiHost are published as the spec says"
+	}
+	return c
 }
 
 // nodelessSlices counts the slices of a driver that the library owns.

@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/controller/specgate"
 	"github.com/drastack/drastack/internal/controller/statusapply"
+	"github.com/drastack/drastack/internal/note"
 	stackpkg "github.com/drastack/drastack/internal/stack"
 )
 
@@ -38,7 +40,10 @@ type ClusterProber interface {
 
 // Reconciler reconciles the DRAStack.
 type Reconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Gate reads what the whole-spec check needs; nil checks the spec
+	// alone.
+	Gate     *specgate.Gate
 	Prober   ClusterProber
 	Recorder events.EventRecorder
 	// ProbeInterval defaults to DefaultProbeInterval.
@@ -87,18 +92,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	gen := st.Generation
 	now := metav1.NewTime(r.now())
 
-	var problems []string
+	var report stackpkg.SpecReport
 	if st.Name != v1alpha1.DRAStackName {
-		problems = append(problems, fmt.Sprintf("metadata.name: there is one DRAStack per cluster and it must be named %q", v1alpha1.DRAStackName))
+		report.Errors = append(report.Errors, fmt.Sprintf("metadata.name: there is one DRAStack per cluster and it must be named %q", v1alpha1.DRAStackName))
 	}
-	for _, e := range stackpkg.Validate(&st.Spec) {
-		problems = append(problems, e.Error())
+	verdict := stackpkg.Check(&st.Spec, stackpkg.Facts{})
+	if r.Gate != nil {
+		var err error
+		if verdict, err = r.Gate.Check(ctx, &st, specgate.What{Published: true}); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
+	report.Errors = append(report.Errors, verdict.Messages()...)
+	report.Warnings = verdict.Warnings
 	// What only rendering and applying find (a patch that matches nothing,
 	// an object the API server refuses) the driver lifecycle controller
 	// reports in status.drivers with its field path.
-	problems = append(problems, stackpkg.DriverSpecProblems(&st, problems)...)
-	specCond := stackpkg.SpecCondition(problems, gen)
+	report.DriverProblems = stackpkg.DriverSpecProblems(&st, report.Errors)
+	specCond := stackpkg.SpecCondition(report, gen)
 
 	cluster, probeErr, refreshIn := r.probe(ctx)
 	if probeErr != nil {
@@ -131,8 +142,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
+	if specCond.Reason != stackpkg.ReasonSpecValid {
+		// Errors and warnings may rest on the cluster (a namespace, the
+		// nodes, which drivers publish), which does not trigger this
+		// reconciler: look again soon.
+		refreshIn = min(refreshIn, factsRecheck)
+	}
 	return ctrl.Result{RequeueAfter: refreshIn}, nil
 }
+
+// maxNote keeps an Event's note under the API server's 1024 bytes; the
+// condition keeps the whole message.
+const maxNote = 1000
+
+// factsRecheck is how soon a spec with errors or warnings is checked again
+// without an event.
+const factsRecheck = 10 * time.Second
 
 // probe returns the cached cluster status, probing again when it is older
 // than the probe interval or the last probe failed.
@@ -186,10 +211,10 @@ func (r *Reconciler) recordTransitions(st *v1alpha1.DRAStack, conds []metav1.Con
 			continue
 		}
 		eventType := corev1.EventTypeNormal
-		if c.Status == metav1.ConditionFalse {
+		if c.Status == metav1.ConditionFalse || c.Reason == stackpkg.ReasonSpecValidWithWarnings {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(st, nil, eventType, c.Reason, "Reconcile", "%s is %s: %s", c.Type, c.Status, c.Message)
+		r.Recorder.Eventf(st, nil, eventType, c.Reason, "Reconcile", "%s", note.Shorten(fmt.Sprintf("%s is %s: %s", c.Type, c.Status, c.Message), maxNote))
 	}
 }
 
