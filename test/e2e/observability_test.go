@@ -314,6 +314,7 @@ func TestObservability(t *testing.T) {
 				}
 				clWaitClaim(ctx, t, c, obsNamespace, claim, "allocated by the operator", clAllocated)
 				waitPodRunning(ctx, t, c, obsNamespace, pod)
+				obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`sum(drastack_claim_allocations_total{result="Allocated"}) >= %d`, round+1))
 				obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`sum(drastack_claim_placements_total{result="Allocated"}) >= %d`, round+1))
 				obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`sum(drastack_webhook_admission_duration_seconds_count{result="patched"}) >= %d`, round+1))
 			}
