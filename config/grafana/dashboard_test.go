@@ -133,14 +133,17 @@ func TestDashboardShape(t *testing.T) {
 		if g.W <= 0 || g.X < 0 || g.X+g.W > 24 || g.H <= 0 {
 			t.Errorf("panel %d %q: gridPos %+v outside the 24-column grid", p.ID, p.Title, g)
 		}
+		overlaps := map[int]bool{}
 		for x := g.X; x < g.X+g.W; x++ {
 			for y := g.Y; y < g.Y+g.H; y++ {
 				if other, ok := cells[[2]int{x, y}]; ok {
-					t.Errorf("panel %d %q overlaps panel %d at (%d, %d)", p.ID, p.Title, other, x, y)
-					x, y = g.X+g.W, g.Y+g.H
+					overlaps[other] = true
 				}
 				cells[[2]int{x, y}] = p.ID
 			}
+		}
+		for other := range overlaps {
+			t.Errorf("panel %d %q overlaps panel %d", p.ID, p.Title, other)
 		}
 		if p.Type == "row" {
 			continue
