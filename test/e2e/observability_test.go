@@ -71,6 +71,8 @@ const (
 type obsKey struct{}
 
 type obsState struct {
+	// begin is when the suite started: the dashboard's time range.
+	begin        time.Time
 	crc          client.Client
 	stopOperator func()
 	restoreStack func()
@@ -101,7 +103,7 @@ func TestObservability(t *testing.T) {
 	feature := features.New("Prometheus scrapes the operator").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			s := &obsState{crc: prepareFeature(ctx, t, c, obsNamespace)}
+			s := &obsState{begin: time.Now(), crc: prepareFeature(ctx, t, c, obsNamespace)}
 			if _, err := c.Client.ResourceV1().DeviceClasses().Create(ctx, deviceClass(obsClass, obsDriver, ""), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatal(err)
 			}
@@ -322,7 +324,7 @@ func TestObservability(t *testing.T) {
 			obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`drastack_driver_nodes{driver=%q, state="desired"} >= 1`, obsPluginDriver))
 			return ctx
 		}).
-		Assess("every dashboard panel returns data, or is event-driven or waits for the claim metrics", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
+		Assess("every dashboard panel shows data over the suite's time range, or is event-driven or waits for the claim metrics", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			s := obsFrom(ctx, t)
 			d, err := grafana.Load()
 			if err != nil {
@@ -346,7 +348,15 @@ func TestObservability(t *testing.T) {
 						pending = append(pending, label)
 						continue
 					}
-					n, err := obsValues(ctx, s.prom, expr)
+					// Grafana runs a panel's query over the dashboard's
+					// time range (here: the suite so far) unless it is
+					// instant (the tables: what is true now).
+					var n int
+					if tg.Instant {
+						n, err = obsValues(ctx, s.prom, expr)
+					} else {
+						n, err = s.prom.queryRange(ctx, expr, s.begin, time.Now(), time.Second)
+					}
 					switch {
 					case err != nil:
 						t.Errorf("%s: %v\n%s", label, err, expr)

@@ -97,6 +97,9 @@ func startPrometheus(ctx context.Context, t *testing.T, c *cluster.Cluster, dir 
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+p.addr,
+		// Static targets are applied after this throttle (5s by
+		// default): the suite would wait for it once.
+		"--scrape.discovery-reload-interval=200ms",
 		"--log.level=warn")
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
@@ -211,6 +214,39 @@ func (p *promServer) query(ctx context.Context, expr string) ([]promSample, erro
 		return nil, fmt.Errorf("query %s: result type %s, want vector", expr, data.ResultType)
 	}
 	return data.Result, nil
+}
+
+// queryRange runs a range query, as Grafana does for a panel that is not
+// instant, and counts the series with at least one number (NaN is none).
+func (p *promServer) queryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) (int, error) {
+	var data struct {
+		ResultType string `json:"resultType"`
+		Result     []struct {
+			Values [][2]any `json:"values"`
+		} `json:"result"`
+	}
+	params := url.Values{
+		"query": {expr},
+		"start": {strconv.FormatFloat(float64(start.UnixMilli())/1000, 'f', 3, 64)},
+		"end":   {strconv.FormatFloat(float64(end.UnixMilli())/1000, 'f', 3, 64)},
+		"step":  {step.String()},
+	}
+	if err := p.get(ctx, "/api/v1/query_range", params, &data); err != nil {
+		return 0, err
+	}
+	if data.ResultType != "matrix" {
+		return 0, fmt.Errorf("query %s: result type %s, want matrix", expr, data.ResultType)
+	}
+	n := 0
+	for _, series := range data.Result {
+		for _, v := range series.Values {
+			if _, ok := (promSample{Value: v}).number(); ok {
+				n++
+				break
+			}
+		}
+	}
+	return n, nil
 }
 
 // promAlert is an alert of /api/v1/alerts.
