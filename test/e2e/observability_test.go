@@ -320,6 +320,11 @@ func TestObservability(t *testing.T) {
 				obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`sum(drastack_claim_placements_total{result="Allocated"}) >= %d`, round+1))
 				obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`sum(drastack_webhook_admission_duration_seconds_count{result="patched"}) >= %d`, round+1))
 			}
+			// Every admission was answered: no error results, so the
+			// AdmissionWebhookErrors alert has nothing to count.
+			if n, err := obsValues(ctx, s.prom, `sum(drastack_webhook_admission_duration_seconds_count{result="error"}) > 0`); err != nil || n > 0 {
+				t.Errorf("admission answers with errors in a healthy run (%d series, %v)", n, err)
+			}
 			obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`drastack_driver_status{driver=%q}`, obsPluginDriver))
 			obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`drastack_driver_nodes{driver=%q, state="desired"} >= 1`, obsPluginDriver))
 			return ctx
