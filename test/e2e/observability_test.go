@@ -77,6 +77,7 @@ type obsState struct {
 	stopOperator func()
 	restoreStack func()
 	prom         *promServer
+	promStarted  time.Time
 	metricsURL   string
 	promToken    string
 	otherToken   string
@@ -121,11 +122,36 @@ func TestObservability(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			metricsAddr := fmt.Sprintf("127.0.0.1:%d", metricsPort)
+			s.metricsURL = "https://" + metricsAddr + "/metrics"
+			s.promToken, s.otherToken = obsIdentities(ctx, t, c)
+			mon, err := promconfig.ServiceMonitor()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(c.Dir, "prometheus")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tokenFile := filepath.Join(dir, "token")
+			if err := os.WriteFile(tokenFile, []byte(s.promToken), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			groups, err := promconfig.Groups()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules, err := promconfig.RuleFile(groups, map[string]time.Duration{"DevicePoolInvalid": obsInvalidFor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Prometheus first: its discovery applies the target only after
+			// a 5 s throttle, which then overlaps the operator's start.
+			s.promStarted = time.Now()
+			s.prom = startPrometheus(ctx, t, c, dir, promScrape{target: metricsAddr, endpoint: mon.Endpoint, tokenFile: tokenFile}, rules)
 			if _, err := c.DeployWebhookByURL(ctx, operatorDeployDir, fmt.Sprintf("https://127.0.0.1:%d", webhookPort)); err != nil {
 				t.Fatal(err)
 			}
-			metricsAddr := fmt.Sprintf("127.0.0.1:%d", metricsPort)
-			s.metricsURL = "https://" + metricsAddr + "/metrics"
 			s.stopOperator = startOperator(ctx, t, c, operator.Options{
 				MetricsAddr: metricsAddr, MetricsSecure: true,
 				ProbeAddr: "0", ProbeNamespace: obsNamespace,
@@ -156,28 +182,6 @@ func TestObservability(t *testing.T) {
 			}
 			clWaitCentral(ctx, t, c, obsDriver)
 
-			s.promToken, s.otherToken = obsIdentities(ctx, t, c)
-			mon, err := promconfig.ServiceMonitor()
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := filepath.Join(c.Dir, "prometheus")
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			tokenFile := filepath.Join(dir, "token")
-			if err := os.WriteFile(tokenFile, []byte(s.promToken), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			groups, err := promconfig.Groups()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rules, err := promconfig.RuleFile(groups, map[string]time.Duration{"DevicePoolInvalid": obsInvalidFor})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.prom = startPrometheus(ctx, t, c, dir, promScrape{target: metricsAddr, endpoint: mon.Endpoint, tokenFile: tokenFile}, rules)
 			return context.WithValue(ctx, obsKey{}, s)
 		}).
 		Assess("the metrics endpoint answers only callers the API server authorizes", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
@@ -216,7 +220,7 @@ func TestObservability(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the operator's endpoint is not up in Prometheus: %s\n%s", last, s.prom.tail())
 			}
-			t.Logf("timing: Prometheus scrapes the operator %s after it started", since(begin))
+			t.Logf("timing: Prometheus scrapes the operator %s after this step began (%s after Prometheus started)", since(begin), since(s.promStarted))
 			groups, err := promconfig.Groups()
 			if err != nil {
 				t.Fatal(err)

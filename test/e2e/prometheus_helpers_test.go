@@ -97,9 +97,6 @@ func startPrometheus(ctx context.Context, t *testing.T, c *cluster.Cluster, dir 
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+p.addr,
-		// Static targets are applied after this throttle (5s by
-		// default): the suite would wait for it once.
-		"--scrape.discovery-reload-interval=200ms",
 		"--log.level=warn")
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
