@@ -66,6 +66,9 @@ const (
 	// obsRateInterval stands for Grafana's $__rate_interval: longer than
 	// the suite, so rates cover everything it did.
 	obsRateInterval = "10m"
+	// obsPanelPatience is how long a panel may take to show data: a few
+	// scrapes and rule evaluations of one second.
+	obsPanelPatience = 10 * time.Second
 )
 
 type obsKey struct{}
@@ -357,15 +360,14 @@ func TestObservability(t *testing.T) {
 						pending = append(pending, label)
 						continue
 					}
-					// Grafana runs a panel's query over the dashboard's
-					// time range (here: the suite so far) unless it is
-					// instant (the tables: what is true now).
-					var n int
-					if tg.Instant {
-						n, err = obsValues(ctx, s.prom, expr)
-					} else {
-						n, err = s.prom.queryRange(ctx, expr, s.begin, time.Now(), time.Second)
+					// A panel that is not event-driven gets a few scrapes
+					// to show the last round of the previous step (a rate
+					// needs two samples of a grown counter).
+					patience := obsPanelPatience
+					if grafana.EventDriven[p.ID] != "" {
+						patience = 0
 					}
+					n, err := obsPanelData(ctx, s, expr, tg.Instant, patience)
 					switch {
 					case err != nil:
 						t.Errorf("%s: %v\n%s", label, err, expr)
@@ -533,6 +535,30 @@ func obsWaitAlert(ctx context.Context, t *testing.T, p *promServer, name, pool s
 		t.Fatalf("alert %s for pool %s firing=%v: %v; alerts: %+v", name, pool, firing, err, last)
 	}
 	return found
+}
+
+// obsPanelData runs a panel's query as Grafana does, over the dashboard's
+// time range (here: the suite so far) unless it is instant (the tables:
+// what is true now), until it returns data or patience runs out, and
+// returns how many series have a number.
+func obsPanelData(ctx context.Context, s *obsState, expr string, instant bool, patience time.Duration) (int, error) {
+	var n int
+	var qerr error
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, patience, true, func(ctx context.Context) (bool, error) {
+		if instant {
+			n, qerr = obsValues(ctx, s.prom, expr)
+		} else {
+			n, qerr = s.prom.queryRange(ctx, expr, s.begin, time.Now(), time.Second)
+		}
+		return qerr != nil || n > 0, nil
+	})
+	if qerr != nil {
+		return 0, qerr
+	}
+	if err != nil && !wait.Interrupted(err) {
+		return 0, err
+	}
+	return n, nil
 }
 
 // obsWaitQuery waits until an instant query returns a series.
