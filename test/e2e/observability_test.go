@@ -542,23 +542,24 @@ func obsWaitAlert(ctx context.Context, t *testing.T, p *promServer, name, pool s
 // what is true now), until it returns data or patience runs out, and
 // returns how many series have a number.
 func obsPanelData(ctx context.Context, s *obsState, expr string, instant bool, patience time.Duration) (int, error) {
-	var n int
-	var qerr error
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, patience, true, func(ctx context.Context) (bool, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		var n int
+		var err error
 		if instant {
-			n, qerr = obsValues(ctx, s.prom, expr)
+			n, err = obsValues(ctx, s.prom, expr)
 		} else {
-			n, qerr = s.prom.queryRange(ctx, expr, s.begin, time.Now(), time.Second)
+			n, err = s.prom.queryRange(ctx, expr, s.begin, time.Now(), time.Second)
 		}
-		return qerr != nil || n > 0, nil
-	})
-	if qerr != nil {
-		return 0, qerr
+		if err != nil || n > 0 || time.Now().After(deadline) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	if err != nil && !wait.Interrupted(err) {
-		return 0, err
-	}
-	return n, nil
 }
 
 // obsWaitQuery waits until an instant query returns a series.
