@@ -26,8 +26,8 @@ var Proposed = []Family{
 		Name:   "drastack_claims_pending",
 		Kind:   Gauge,
 		Labels: []string{"reason", "state"},
-		Help: "Unallocated claims the operator allocates, by state (waiting, unsatisfiable, invalid) and by the outcome of their last attempt " +
-			"(reason: NotAttempted, Conflict, Error, Unsatisfiable, SearchBoundExceeded, Invalid, NotSupported); every pair is present, zeros included.",
+		Help: "Unallocated claims the operator allocates, by the outcome of their last attempt (reason) and the state it puts them in: " +
+			"waiting (NotAttempted, Conflict, Error), unsatisfiable (Unsatisfiable, SearchBoundExceeded), invalid (Invalid, NotSupported); every reason is present, zeros included.",
 	},
 	{
 		Name:   "drastack_claim_central_devices",
