@@ -22,6 +22,11 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.1
+# prometheus and promtool are built from the version of
+# github.com/prometheus/prometheus that go.mod requires (its PromQL parser
+# checks the dashboard and the rules).
+PROMETHEUS_MODULE_VERSION ?= $(shell go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+PROMETHEUS_BIN ?= $(LOCALBIN)/prometheus/$(PROMETHEUS_MODULE_VERSION)
 
 GO_TEST_FLAGS ?=
 E2E_TIMEOUT ?= 45m
@@ -29,6 +34,7 @@ DEMO_ONCE ?=
 
 export DRASTACK_K8S_BIN := $(K8S_BIN)
 export DRASTACK_NODE_BIN := $(NODE_BIN)
+export DRASTACK_PROMETHEUS_BIN := $(PROMETHEUS_BIN)
 
 .PHONY: all
 all: build
@@ -73,13 +79,13 @@ verify-generated: controller-gen ## Fail when generated files (CRDs, RBAC, deepc
 test: tools lint verify-generated test-unit test-e2e ## Everything CI runs: checks, unit, integration and e2e tests.
 
 .PHONY: test-unit
-test-unit: ## Unit tests of pure packages and integration tests against the real API server.
+test-unit: prometheus ## Unit tests of pure packages and integration tests against the real API server; promtool tests of the alerts.
 	go test $(GO_TEST_FLAGS) ./...
 	# The explain budget (one claim on 500 nodes x 8 devices in under 1 s), once.
 	go test ./internal/allocator/explain/ -run '^$$' -bench 'Explain500x8' -benchtime 1x
 
 .PHONY: test-e2e
-test-e2e: k8s ## End-to-end tests on the local control plane (kube-apiserver, scheduler, controller-manager, kwok).
+test-e2e: k8s prometheus ## End-to-end tests on the local control plane (kube-apiserver, scheduler, controller-manager, kwok).
 	go test $(GO_TEST_FLAGS) -tags e2e -timeout $(E2E_TIMEOUT) -count=1 ./test/e2e/... ./internal/cli/...
 
 # The long spec fuzz run: random DRAStack edits and their reverts on the
@@ -207,6 +213,10 @@ undeploy: kustomize ## Remove the operator from the current cluster.
 .PHONY: bundle
 bundle: manifests ## Generate the OLM bundle (bundle/, bundle.Dockerfile) for VERSION.
 	go run ./hack/bundlegen -version $(VERSION) -image $(IMG) -output .
+
+.PHONY: prometheus
+prometheus: ## Build prometheus and promtool (github.com/prometheus/prometheus, go.mod's version; cached per machine) for the alert tests and the observability e2e suite.
+	PROMETHEUS_MODULE_VERSION=$(PROMETHEUS_MODULE_VERSION) hack/build-prometheus.sh $(PROMETHEUS_BIN)
 
 ##@ Tools
 

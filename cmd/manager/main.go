@@ -24,7 +24,9 @@ func main() {
 
 func run() error {
 	var o operator.Options
-	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve the metrics over HTTPS to callers the API server authenticates and authorizes for GET /metrics (config/rbac's metrics-reader ClusterRole); false serves plain HTTP to anyone.")
+	flag.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Folder with tls.crt and tls.key of the secure metrics endpoint; without them the operator serves a self-signed certificate.")
 	flag.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them.")
 	flag.BoolVar(&o.LeaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	flag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease; defaults to the pod's namespace.")

@@ -188,9 +188,12 @@ func TestCommittedBundleStructure(t *testing.T) {
 	spec := managerDeployment(t, csv)
 	account := spec.Template.Spec.ServiceAccountName
 
-	t.Run("cluster permissions are the rules of config/rbac/role.yaml", func(t *testing.T) {
+	t.Run("cluster permissions are the rules of config/rbac/role.yaml and metrics_auth_role.yaml", func(t *testing.T) {
 		got, n := csvRules(t, csv, "clusterPermissions", account)
-		if want := rulesOfRole(t, "config/rbac/role.yaml", "ClusterRole"); !reflect.DeepEqual(got, want) {
+		// The manager role (controller-gen's), then the metrics endpoint's
+		// TokenReviews and SubjectAccessReviews.
+		want := append(rulesOfRole(t, "config/rbac/role.yaml", "ClusterRole"), rulesOfRole(t, "config/rbac/metrics_auth_role.yaml", "ClusterRole")...)
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("clusterPermissions of %s =\n%v\nwant\n%v", account, got, want)
 		}
 		if n != 1 {

@@ -8,12 +8,14 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -26,10 +28,12 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/admissionmetrics"
 	"github.com/drastack/drastack/internal/claimwebhook"
 	"github.com/drastack/drastack/internal/clusterprobe"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
@@ -47,6 +51,16 @@ import (
 type Options struct {
 	// MetricsAddr is the Prometheus endpoint address; "0" disables it.
 	MetricsAddr string
+	// MetricsSecure serves the metrics over HTTPS to callers the API
+	// server authenticates (TokenReview) and authorizes (a
+	// SubjectAccessReview for GET on the non-resource URL /metrics), as
+	// config/rbac's metrics-reader ClusterRole grants. Off, the endpoint
+	// is plain HTTP for anyone who reaches it.
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt and tls.key of the secure metrics
+	// endpoint; without them there the operator serves a self-signed
+	// certificate it makes at startup (controller-runtime's default).
+	MetricsCertDir string
 	// ProbeAddr is the /healthz and /readyz address; "0" disables it.
 	ProbeAddr string
 	// LeaderElect enables leader election.
@@ -135,6 +149,11 @@ type Options struct {
 	// eventlimit.DefaultBurst. Warnings are never held back.
 	EventQPS   float32
 	EventBurst int
+	// MapperProvider maps kinds to API resources; default
+	// controller-runtime's, which asks the API server. The metric catalog
+	// of the observability tests (test/opmetrics) builds the operator
+	// with a static one, without an API server.
+	MapperProvider func(c *rest.Config, httpClient *http.Client) (meta.RESTMapper, error)
 }
 
 // Client-side rate limits of the operator. Each allocation costs up to
@@ -199,10 +218,14 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	if webhookServer != nil {
+		webhookServer = admissionmetrics.NewServer(webhookServer)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		WebhookServer:           webhookServer,
 		Scheme:                  Scheme(),
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		MapperProvider:          o.MapperProvider,
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "drastack.drastack.io",
@@ -304,6 +327,20 @@ func stackTarget(c client.Reader) func(context.Context) runtime.Object {
 		}
 		return &st
 	}
+}
+
+// metricsOptions configures the metrics endpoint: plain HTTP, or HTTPS
+// behind the API server's authentication and authorization (the
+// endpoint the metrics Service of config/default and the ServiceMonitor of
+// config/prometheus point at).
+func metricsOptions(o Options) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if o.MetricsSecure {
+		opts.SecureServing = true
+		opts.CertDir = o.MetricsCertDir
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return opts
 }
 
 // claimWebhookServer configures the webhook server of the claim

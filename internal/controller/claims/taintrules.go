@@ -19,8 +19,8 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
-	"github.com/drastack/drastack/internal/ledger"
 	"github.com/drastack/drastack/internal/handover"
+	"github.com/drastack/drastack/internal/ledger"
 )
 
 // The taint loop owns the DeviceTaintRules that keep kube-scheduler off

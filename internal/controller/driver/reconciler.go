@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -102,6 +103,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	logger := log.FromContext(ctx)
 	var st v1alpha1.DRAStack
 	if err := r.Client.Get(ctx, req.NamespacedName, &st); err != nil {
+		if apierrors.IsNotFound(err) {
+			rolloutCollector.report(nil)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	now := r.now()
@@ -213,6 +217,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.writeStatus(ctx, &st, assessments, len(want), now); err != nil {
 		return ctrl.Result{}, err
 	}
+	rolloutCollector.report(assessments)
 
 	if deleting && !removing && nsDone {
 		logger.Info("Every driver removed; releasing the DRAStack")

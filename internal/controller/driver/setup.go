@@ -149,6 +149,7 @@ import (
 // drivers, and when a node's device plugins change what a profile refuses
 // (nodeResourcesChanged).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	RegisterMetrics()
 	owned := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 		stack := obj.GetLabels()[driver.LabelStack]
 		if stack == "" {
