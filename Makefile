@@ -36,8 +36,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs, RBAC and the webhook configuration from markers.
+manifests: controller-gen ## Generate CRDs, RBAC and the webhook configuration from markers, and the admission policies (config/admission).
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/..." paths="./internal/controller/..." paths="./internal/claimwebhook/..." paths="./internal/webhookcert/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
+	go run ./hack/admissionpolicies -output config/admission/policies.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code.

@@ -138,6 +138,7 @@ func Unstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	// The converter writes the zero creationTimestamp as null, which an
 	// apply would then try to own.
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "status")
 	return u, nil
 }
 
