@@ -48,7 +48,7 @@ compare() {
 
 # 1. CRDs and RBAC, written only to the temporary directory.
 "$CONTROLLER_GEN" rbac:roleName=manager-role crd webhook \
-  paths="./api/..." paths="./internal/controller/..." paths="./internal/claimwebhook/..." paths="./internal/webhookcert/..." \
+  paths="./api/..." paths="./internal/controller/..." paths="./internal/claimwebhook/..." paths="./internal/webhookcert/..." paths="./internal/admissionpolicy/..." paths="./internal/operator/..." \
   output:crd:artifacts:config="$tmp/crd" output:rbac:artifacts:config="$tmp/rbac" \
   output:webhook:artifacts:config="$tmp/webhook"
 compare "$tmp/crd" config/crd/bases

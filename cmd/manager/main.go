@@ -38,6 +38,7 @@ func run() error {
 	flag.StringVar(&o.Namespace, "namespace", "", "The operator's namespace (the webhook Service's, left out of the webhook); default the pod's.")
 	flag.BoolVar(&o.WebhookSelfSigned, "webhook-self-signed", false, "Make a self-signed certificate at startup and register the webhook with a URL to --webhook-host:--webhook-port, for an operator running outside the cluster.")
 	flag.DurationVar(&o.DriverRolloutTimeout, "driver-rollout-timeout", 0, "How long a driver rollout may make no progress before it is reported as stalled, for drivers whose updateStrategy.progressDeadlineSeconds is unset; default 5m.")
+	flag.StringVar(&o.AdmissionPolicies, "admission-policies", operator.AdmissionPoliciesInstall, "install: apply the operator's admission policies at start and start no controller before the API server enforces them; off: skip them (only for an operator run with a developer's own credentials).")
 	qps := flag.Float64("kube-api-qps", operator.DefaultKubeAPIQPS, "Requests per second the operator sends to the API server at most (client side); negative: no client-side limit.")
 	flag.IntVar(&o.KubeAPIBurst, "kube-api-burst", operator.DefaultKubeAPIBurst, "Requests the operator may send at once above --kube-api-qps.")
 	zapOpts := zap.Options{}

@@ -83,14 +83,19 @@ func typed(t *testing.T, in interface{}, out interface{}) {
 }
 
 // rulesOfRole reads the rules of the single role in a config/rbac file.
-func rulesOfRole(t *testing.T, rel string) []rbacv1.PolicyRule {
+func rulesOfRole(t *testing.T, rel, kind string) []rbacv1.PolicyRule {
 	t.Helper()
-	objs := readObjects(t, filepath.Join(repoRoot, filepath.FromSlash(rel)))
-	if len(objs) != 1 {
-		t.Fatalf("%s: want one object, got %d", rel, len(objs))
-	}
 	var rules []rbacv1.PolicyRule
-	typed(t, objs[0].Object["rules"], &rules)
+	n := 0
+	for _, o := range readObjects(t, filepath.Join(repoRoot, filepath.FromSlash(rel))) {
+		if o.GetKind() == kind {
+			typed(t, o.Object["rules"], &rules)
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%s: want one %s, got %d", rel, kind, n)
+	}
 	return rules
 }
 
@@ -184,7 +189,7 @@ func TestCommittedBundleStructure(t *testing.T) {
 
 	t.Run("cluster permissions are the rules of config/rbac/role.yaml", func(t *testing.T) {
 		got, n := csvRules(t, csv, "clusterPermissions", account)
-		if want := rulesOfRole(t, "config/rbac/role.yaml"); !reflect.DeepEqual(got, want) {
+		if want := rulesOfRole(t, "config/rbac/role.yaml", "ClusterRole"); !reflect.DeepEqual(got, want) {
 			t.Errorf("clusterPermissions of %s =\n%v\nwant\n%v", account, got, want)
 		}
 		if n != 1 {
@@ -192,9 +197,9 @@ func TestCommittedBundleStructure(t *testing.T) {
 		}
 	})
 
-	t.Run("namespaced permissions are the leader-election role's rules", func(t *testing.T) {
+	t.Run("namespaced permissions are the rules of the Role in config/rbac/role.yaml", func(t *testing.T) {
 		got, n := csvRules(t, csv, "permissions", account)
-		if want := rulesOfRole(t, "config/rbac/leader_election_role.yaml"); !reflect.DeepEqual(got, want) {
+		if want := rulesOfRole(t, "config/rbac/role.yaml", "Role"); !reflect.DeepEqual(got, want) {
 			t.Errorf("permissions of %s =\n%v\nwant\n%v", account, got, want)
 		}
 		if n != 1 {
