@@ -249,13 +249,18 @@ func TestCommittedBundleStructure(t *testing.T) {
 			}
 		}
 		// The examples are the samples, so `kubectl apply -k config/samples`
-		// and the OLM console offer the same objects.
-		samples, err := Build(filepath.Join(repoRoot, "config", "samples"))
-		if err != nil {
-			t.Fatal(err)
+		// and the OLM console offer the same objects, and the examples of
+		// what only the operator writes (config/manifests/examples).
+		var want int
+		for _, dir := range []string{"config/samples", "config/manifests/examples"} {
+			objs, err := Build(filepath.Join(repoRoot, filepath.FromSlash(dir)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want += len(objs)
 		}
-		if len(samples) != len(examples) {
-			t.Errorf("%d alm-examples, %d samples", len(examples), len(samples))
+		if want != len(examples) {
+			t.Errorf("%d alm-examples, %d samples and examples", len(examples), want)
 		}
 	})
 
