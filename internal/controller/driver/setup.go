@@ -99,9 +99,11 @@ import (
 // observe.go observe: which nodes a plugin that targets none could run
 // on (cache: list, watch). Also held to grant it to the kubelet plugin of
 // every profile (common/0300: get) and the nvidia-gpu kubelet plugin and
-// compute-domain controller (nvidia-gpu 0310 and 0600: get, list, watch,
-// update).
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update
+// compute-domain controller (nvidia-gpu 0310 and 0600: get, list, watch).
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// Held only to grant it to the nvidia-gpu kubelet plugin and
+// compute-domain controller (nvidia-gpu 0310 and 0600: update).
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=update
 // Held only to grant it to the nvidia-gpu compute-domain controller
 // (profiles/nvidia-gpu/0600_controller.yaml, Role controller).
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;delete
