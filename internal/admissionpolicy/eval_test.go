@@ -96,7 +96,13 @@ func decide(t *testing.T, p Pair, r req) verdict {
 		va.VersionedOldObject.Set(old)
 	}
 	var ns *corev1.Namespace
-	if r.namespace != "" {
+	if r.resource == "namespaces" {
+		// As the API server: a namespace's request names the namespace
+		// itself, and has no namespace object.
+		r.namespace = r.name
+		attrs = admission.NewAttributesRecord(obj, old, gvk, r.namespace, r.name, gvr, r.sub, r.op, nil, r.dryRun, &user.DefaultInfo{Name: r.user})
+		va.Attributes = attrs
+	} else if r.namespace != "" {
 		ns = &corev1.Namespace{}
 		ns.Name, ns.Labels = r.namespace, r.nsLabels
 	}

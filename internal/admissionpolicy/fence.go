@@ -118,7 +118,9 @@ func ownedObjects(u string) Pair {
 				MessageExpression: `"the drastack operator may create and delete only namespaces labelled ` + labelStack + `, and change only namespaces it labels or labelled: not " + request.?name.orValue("")`,
 			},
 			{
-				Expression:        `request.?namespace.orValue("") == "" || ` + label("namespaceObject", labelStack) + ` != ""`,
+				// A namespace's own request names it as its namespace, with
+				// no namespace object.
+				Expression:        `request.resource.resource == "namespaces" || request.?namespace.orValue("") == "" || ` + label("namespaceObject", labelStack) + ` != ""`,
 				MessageExpression: `"the drastack operator writes namespaced objects only in namespaces labelled ` + labelStack + `: not " + ` + target,
 			},
 		},

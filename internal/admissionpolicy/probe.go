@@ -54,7 +54,7 @@ func ProbeEvent(id Identity, hash, instance string, now time.Time) *eventsv1.Eve
 		Action:              "Probe",
 		Reason:              "AdmissionProbe",
 		Type:                corev1.EventTypeNormal,
-		Regarding:           corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: id.Namespace},
+		Regarding:           corev1.ObjectReference{APIVersion: "v1", Kind: "ServiceAccount", Namespace: id.Namespace, Name: id.ServiceAccount},
 		Note:                "a server-side dry run that the drastack admission probe refuses",
 	}
 }

@@ -185,7 +185,8 @@ func TestFenceFirst(t *testing.T) {
 		{"install, probe, then write", []Request{crd(1), policy(2), probeEarly(3), probeOK(4), write(5)}, 0},
 		{"a write while the probe still goes through", []Request{crd(1), policy(2), probeEarly(3), write(4), probeOK(5)}, 1},
 		{"a second run must wait for its own probe", []Request{crd(1), probeOK(2), write(3), crd(10), write(11), probeOK(12), write(13)}, 1},
-		{"dry runs and reads do not count", []Request{crd(1), req(2, "create", "resource.k8s.io", "resourceclaims", "drastack-probe-x", true, ""), req(3, "list", "", "pods", "", false, ""), probeOK(4)}, 0},
+		{"dry runs, reviews and reads do not count", []Request{req(0, "create", "authentication.k8s.io", "selfsubjectreviews", "", false, ""), crd(1),
+			req(2, "create", "resource.k8s.io", "resourceclaims", "drastack-probe-x", true, ""), req(3, "list", "", "pods", "", false, ""), probeOK(4)}, 0},
 		{"a driver policy is a write like any other", []Request{crd(1), req(2, "patch", "admissionregistration.k8s.io", "validatingadmissionpolicies", "gpu-example-com-resourceslices-own-node", false, ""), probeOK(3)}, 1},
 	} {
 		if got := FenceFirst(c.reqs); len(got) != c.bad {
