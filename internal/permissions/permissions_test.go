@@ -168,14 +168,18 @@ func TestFenceFirst(t *testing.T) {
 	req := func(s int, verb, group, resource, name string, dry bool, msg string) Request {
 		return Request{Verb: verb, Group: group, Resource: resource, Name: name, Allowed: true, DryRun: dry, Message: msg, Received: at(s), Done: at(s).Add(100 * time.Millisecond)}
 	}
-	crd := func(s int) Request { return req(s, "get", "apiextensions.k8s.io", "customresourcedefinitions", "drastacks.drastack.io", false, "") }
+	crd := func(s int) Request {
+		return req(s, "get", "apiextensions.k8s.io", "customresourcedefinitions", "drastacks.drastack.io", false, "")
+	}
 	policy := func(s int) Request {
 		return req(s, "patch", "admissionregistration.k8s.io", "validatingadmissionpolicies", "drastack-operator-pod-gates", false, "")
 	}
 	probeOK := func(s int) Request {
 		return req(s, "create", "events.k8s.io", "events", "drastack-admission-probe-abc", true, "denied request: drastack admission probe abc: the admission policies are in force")
 	}
-	probeEarly := func(s int) Request { return req(s, "create", "events.k8s.io", "events", "drastack-admission-probe-abc", true, "") }
+	probeEarly := func(s int) Request {
+		return req(s, "create", "events.k8s.io", "events", "drastack-admission-probe-abc", true, "")
+	}
 	write := func(s int) Request { return req(s, "patch", "", "pods", "p", false, "") }
 	for _, c := range []struct {
 		name string
