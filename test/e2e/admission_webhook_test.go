@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -278,4 +277,3 @@ func TestWebhookScopeUnderOLM(t *testing.T) {
 	testenv.Test(t, feature)
 }
 
-var _ = strings.Contains
