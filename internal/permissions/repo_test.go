@@ -1,6 +1,7 @@
 package permissions
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -124,4 +125,47 @@ func TestHeldResourcesAreFenced(t *testing.T) {
 			t.Errorf("the operator holds write access to %s only to grant it: add it to admissionpolicy.HeldResources", gr)
 		}
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite the generated table of docs/permissions.md")
+
+// TestDocTable keeps the table of docs/permissions.md the one the markers
+// make (go test ./internal/permissions -run TestDocTable -update rewrites
+// it), and makes every resource the operator may write say what fences it.
+func TestDocTable(t *testing.T) {
+	markers := operatorMarkers(t)
+	for _, m := range markers {
+		for _, g := range m.Groups {
+			for _, r := range m.Resources {
+				if slices.ContainsFunc(m.Verbs, IsWrite) && FencedBy(g, r) == "" {
+					t.Errorf("%s: the operator may write %s/%s, and nothing says what fences it: add it to fences or unfenced in doc.go", m.Where(), g, r)
+				}
+			}
+		}
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "docs", "permissions.md")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	begin, end := strings.Index(doc, DocBegin), strings.Index(doc, DocEnd)
+	if begin < 0 || end < begin {
+		t.Fatalf("%s lacks the markers %q and %q around the generated table", path, DocBegin, DocEnd)
+	}
+	want := doc[:begin+len(DocBegin)] + "\n" + DocTable(markers) + doc[end:]
+	if want == doc {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("the table of %s is stale: run go test ./internal/permissions -run TestDocTable -update", path)
 }
