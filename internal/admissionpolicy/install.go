@@ -26,10 +26,11 @@ const StackCRD = "drastacks.drastack.io"
 
 var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
-// The Installer's RBAC: the set's objects by name (server-side apply;
-// the driver lifecycle's rule for its own policies is broader), the CRD
-// that owns the parameterized ones, and the probe, a dry-run Event.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;patch,resourceNames=drastack-operator-pod-gates;drastack-operator-owned-objects;drastack-operator-driver-namespace;drastack-operator-role-bindings;drastack-operator-held-to-grant;drastack-operator-claims-and-slices;drastack-operator-stack-finalizers;drastack-operator-webhook-cabundle;drastack-taint-rules;drastack-claim-tolerations;drastack-claim-central-classes;drastack-admission-probe
+// The Installer's RBAC: the set's objects by name (server-side apply, a
+// patch that also creates; the driver lifecycle's rule for its own
+// policies is broader), the CRD that owns the parameterized ones (get), and
+// the probe, a dry-run Event.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=patch,resourceNames=drastack-operator-pod-gates;drastack-operator-owned-objects;drastack-operator-driver-namespace;drastack-operator-role-bindings;drastack-operator-held-to-grant;drastack-operator-claims-and-slices;drastack-operator-stack-finalizers;drastack-operator-webhook-cabundle;drastack-taint-rules;drastack-claim-tolerations;drastack-claim-central-classes;drastack-admission-probe
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get,resourceNames=drastacks.drastack.io
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create
 

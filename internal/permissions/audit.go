@@ -20,6 +20,10 @@ type Request struct {
 	Allowed bool
 	// DryRun: a server-side dry run (it stores nothing).
 	DryRun bool
+	// WatchList: a watch that starts with the current objects
+	// (sendInitialEvents), an informer's list where the API server
+	// serves one.
+	WatchList bool
 	// Received and Done are when the API server got the request and when
 	// this stage of it was logged.
 	Received, Done time.Time
@@ -27,7 +31,25 @@ type Request struct {
 	Message string
 }
 
-// Resource returns "group/resource[/subresource]" ("" group: core).
+// Verbs are the RBAC verbs the request needed: its own, and
+//   - list for a watch-list: an informer's initial list, which the API
+//     server serves as a watch where it can (and authorizes as one) and
+//     as a list elsewhere (older releases, the feature off);
+//   - create for a patch that created its object (201): a server-side
+//     apply of a new object, which the API server authorizes as a patch and
+//     a create.
+func (r Request) Verbs() []string {
+	v := []string{r.Verb}
+	if r.WatchList {
+		v = append(v, "list")
+	}
+	if r.Verb == "patch" && r.Code == 201 {
+		v = append(v, "create")
+	}
+	return v
+}
+
+// GroupResource returns "group/resource[/subresource]" ("" group: core).
 func (r Request) GroupResource() string {
 	res := r.Resource
 	if r.Subresource != "" {
@@ -93,9 +115,10 @@ func ParseAudit(r io.Reader, username string) ([]Request, error) {
 		req := Request{
 			Verb: ev.Verb, Group: ev.ObjectRef.APIGroup, Resource: ev.ObjectRef.Resource, Subresource: ev.ObjectRef.Subresource,
 			Namespace: ev.ObjectRef.Namespace, Name: ev.ObjectRef.Name,
-			Allowed:  ev.Annotations["authorization.k8s.io/decision"] == "allow",
-			DryRun:   strings.Contains(ev.RequestURI, "dryRun=All"),
-			Received: ev.RequestReceivedTimestamp, Done: ev.StageTimestamp,
+			Allowed:   ev.Annotations["authorization.k8s.io/decision"] == "allow",
+			DryRun:    strings.Contains(ev.RequestURI, "dryRun=All"),
+			WatchList: ev.Verb == "watch" && strings.Contains(ev.RequestURI, "sendInitialEvents=true"),
+			Received:  ev.RequestReceivedTimestamp, Done: ev.StageTimestamp,
 		}
 		if ev.ResponseStatus != nil {
 			req.Code, req.Message = ev.ResponseStatus.Code, ev.ResponseStatus.Message

@@ -90,7 +90,7 @@ func Compare(markers []Marker, reqs []Request, namespaces map[string]string) Rep
 // name if the marker lists names, and the marker's namespace if it is a
 // Role's.
 func grants(u *Use, req Request, namespaces map[string]string) bool {
-	if u.Verb != req.Verb && u.Verb != "*" {
+	if u.Verb != "*" && !slices.Contains(req.Verbs(), u.Verb) {
 		return false
 	}
 	if u.Group != req.Group && u.Group != "*" {

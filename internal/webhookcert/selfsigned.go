@@ -47,8 +47,9 @@ const (
 // The caBundle injector reads and patches config/default's webhook
 // configuration, that one object only (CABundleInjector, make deploy
 // without OLM).
-// It watches it too, so that a reset caBundle is set again at once.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;patch,resourceNames=drastack-mutating-webhook-configuration
+// It watches it too (WatchConfiguration: a watch by name, no list), so
+// that a reset caBundle is set again at once.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;watch;patch,resourceNames=drastack-mutating-webhook-configuration
 
 // Certificate lifetimes. The keys live only in the operator's memory and a
 // new pair is made at every start, so a certificate must only outlive the
