@@ -276,4 +276,3 @@ func TestWebhookScopeUnderOLM(t *testing.T) {
 		Feature()
 	testenv.Test(t, feature)
 }
-
