@@ -31,18 +31,21 @@ const (
 	EventNoCentral    = "NoCentralDevices"
 )
 
-// The claim loop reads and writes claims (finalizer: patch; allocation:
-// patch of the status; write.go afterWriteError: get).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch;patch
+// The claim loop reads (cache) and writes claims (finalizer: patch;
+// allocation: patch of the status).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=list;watch;patch
+// Reads from the API server where the cache may be behind: a write that met
+// a conflict (write.go afterWriteError), and the pod webhook's claims and
+// templates that its cache has not seen yet (claimwebhook readThrough).
+// Held for those paths, which a run takes or not depending on timing.
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims;resourceclaimtemplates,verbs=get
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/status,verbs=patch
 // Held for status.allocation: API servers since 1.36 check
 // resourceclaims/binding on top of resourceclaims/status inside the status
 // write, which is the only request the audit log shows.
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/binding,verbs=patch
-// The engine's inputs, from the manager's cache (informers: list, watch);
-// templates are also read by the pod webhook (claimwebhook readThrough:
-// get).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch
+// The engine's inputs, from the manager's cache (informers: list, watch).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=list;watch
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=list;watch
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
