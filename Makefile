@@ -48,8 +48,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs, RBAC and the webhook configuration from markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/..." paths="./internal/controller/..." paths="./internal/claimwebhook/..." paths="./internal/webhookcert/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
+manifests: controller-gen ## Generate CRDs, RBAC and the webhook configuration from markers, and the admission policies (config/admission).
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/..." paths="./internal/controller/..." paths="./internal/claimwebhook/..." paths="./internal/webhookcert/..." paths="./internal/admissionpolicy/..." paths="./internal/operator/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
+	go run ./hack/admissionpolicies -output config/admission/policies.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code.
@@ -170,8 +171,8 @@ docker-build: ## Build the operator and example plugin images with Docker (the D
 	docker build --target example-plugin -t $(PLUGIN_IMG) .
 
 .PHONY: run
-run: manifests generate ## Run the manager against the current kubeconfig.
-	go run ./cmd/manager
+run: manifests generate ## Run the manager against the current kubeconfig (your own credentials: without the admission policies, which fence only its ServiceAccount).
+	go run ./cmd/manager --admission-policies=off
 
 ##@ Local control plane and demo
 

@@ -3,6 +3,7 @@
 #   - CRDs, RBAC and webhooks (controller-gen crd/rbac/webhook -> config/crd/bases,
 #     config/rbac/role.yaml, config/webhook/manifests.yaml)
 #   - deepcopy code (controller-gen object -> api/**/zz_generated.deepcopy.go)
+#   - the admission policies (hack/admissionpolicies -> config/admission/policies.yaml)
 #   - the OLM bundle (hack/bundlegen -> bundle/, bundle.Dockerfile)
 #
 # Everything is regenerated under a temporary directory and compared with
@@ -47,7 +48,7 @@ compare() {
 
 # 1. CRDs and RBAC, written only to the temporary directory.
 "$CONTROLLER_GEN" rbac:roleName=manager-role crd webhook \
-  paths="./api/..." paths="./internal/controller/..." paths="./internal/claimwebhook/..." paths="./internal/webhookcert/..." \
+  paths="./api/..." paths="./internal/controller/..." paths="./internal/claimwebhook/..." paths="./internal/webhookcert/..." paths="./internal/admissionpolicy/..." paths="./internal/operator/..." \
   output:crd:artifacts:config="$tmp/crd" output:rbac:artifacts:config="$tmp/rbac" \
   output:webhook:artifacts:config="$tmp/webhook"
 compare "$tmp/crd" config/crd/bases
@@ -57,6 +58,10 @@ done
 for f in "$tmp"/webhook/*; do
   compare "$f" "config/webhook/$(basename "$f")"
 done
+
+# 1b. The admission policies.
+go run ./hack/admissionpolicies -output "$tmp/policies.yaml"
+compare "$tmp/policies.yaml" config/admission/policies.yaml
 
 # 2. Deepcopy: the object generator writes next to the types, so run it on a
 # copy of the module's api/ (api/ imports nothing else from this module).

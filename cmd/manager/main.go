@@ -41,6 +41,7 @@ func run() error {
 	flag.BoolVar(&o.WebhookSelfSigned, "webhook-self-signed", false, "Make a self-signed certificate at startup and register the webhook with a URL to --webhook-host:--webhook-port, for an operator running outside the cluster.")
 	flag.DurationVar(&o.DriverRolloutTimeout, "driver-rollout-timeout", 0, "How long a driver rollout may make no progress before it is reported as stalled, for drivers whose updateStrategy.progressDeadlineSeconds is unset; default 5m.")
 	flag.Int64Var(&o.MemoryLimit, "memory-limit", 0, "The container's memory limit in bytes (the Deployment passes limits.memory); the Go runtime's soft memory limit is set to 90% of it unless GOMEMLIMIT is set. 0: none.")
+	flag.StringVar(&o.AdmissionPolicies, "admission-policies", operator.AdmissionPoliciesInstall, "install: apply the operator's admission policies at start and start no controller before the API server enforces them; off: skip them (only for an operator run with a developer's own credentials).")
 	qps := flag.Float64("kube-api-qps", operator.DefaultKubeAPIQPS, "Requests per second the operator sends to the API server at most (client side); negative: no client-side limit.")
 	flag.IntVar(&o.KubeAPIBurst, "kube-api-burst", operator.DefaultKubeAPIBurst, "Requests the operator may send at once above --kube-api-qps.")
 	zapOpts := zap.Options{}

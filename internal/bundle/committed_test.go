@@ -201,10 +201,9 @@ func TestCommittedBundleStructure(t *testing.T) {
 		}
 	})
 
-	t.Run("namespaced permissions are the manager's and the leader-election role's rules", func(t *testing.T) {
+	t.Run("namespaced permissions are the rules of the Role in config/rbac/role.yaml", func(t *testing.T) {
 		got, n := csvRules(t, csv, "permissions", account)
-		want := append(rulesOfRole(t, "config/rbac/role.yaml", "Role"), rulesOfRole(t, "config/rbac/leader_election_role.yaml", "Role")...)
-		if !reflect.DeepEqual(got, want) {
+		if want := rulesOfRole(t, "config/rbac/role.yaml", "Role"); !reflect.DeepEqual(got, want) {
 			t.Errorf("permissions of %s =\n%v\nwant\n%v", account, got, want)
 		}
 		if n != 1 {
@@ -254,13 +253,18 @@ func TestCommittedBundleStructure(t *testing.T) {
 			}
 		}
 		// The examples are the samples, so `kubectl apply -k config/samples`
-		// and the OLM console offer the same objects.
-		samples, err := Build(filepath.Join(repoRoot, "config", "samples"))
-		if err != nil {
-			t.Fatal(err)
+		// and the OLM console offer the same objects, and the examples of
+		// what only the operator writes (config/manifests/examples).
+		var want int
+		for _, dir := range []string{"config/samples", "config/manifests/examples"} {
+			objs, err := Build(filepath.Join(repoRoot, filepath.FromSlash(dir)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want += len(objs)
 		}
-		if len(samples) != len(examples) {
-			t.Errorf("%d alm-examples, %d samples", len(examples), len(samples))
+		if want != len(examples) {
+			t.Errorf("%d alm-examples, %d samples and examples", len(examples), want)
 		}
 	})
 

@@ -21,7 +21,8 @@ type Bundle struct {
 	// the labels of bundle.Dockerfile.
 	Annotations map[string]string
 	// Notes say what of the input the bundle format could not carry (see
-	// olmUncarriedWebhookFields); hack/bundlegen prints them.
+	// olmUncarriedWebhookFields and operatorAppliedKinds); hack/bundlegen
+	// prints them.
 	Notes []string
 
 	opts Options
@@ -58,6 +59,15 @@ var bundleFileKinds = map[schema.GroupKind]bool{
 	{Group: "console.openshift.io", Kind: "ConsoleQuickStart"}:       true,
 	{Group: "console.openshift.io", Kind: "ConsoleCLIDownload"}:      true,
 	{Group: "console.openshift.io", Kind: "ConsoleLink"}:             true,
+}
+
+// operatorAppliedKinds are kinds config/default installs that a registry+v1
+// bundle cannot carry and that the operator itself applies at start
+// (internal/admissionpolicy): they are left out of the bundle, each with a
+// note.
+var operatorAppliedKinds = map[schema.GroupKind]bool{
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: true,
 }
 
 // Generate builds the bundle from the objects of `kustomize build
@@ -120,11 +130,16 @@ func Generate(objs []*unstructured.Unstructured, opts Options) (*Bundle, error) 
 		return nil, err
 	}
 	var others []*unstructured.Unstructured
+	notes := webhooks.notes
 	for _, obj := range candidates {
 		if install.folded[obj] || webhooks.folded[obj] {
 			continue
 		}
 		gk := obj.GroupVersionKind().GroupKind()
+		if operatorAppliedKinds[gk] {
+			notes = append(notes, fmt.Sprintf("%s %s is left out: OLM cannot install it; the operator applies it at start and acts only once it is in force", gk.Kind, obj.GetName()))
+			continue
+		}
 		if !bundleFileKinds[gk] {
 			return nil, fmt.Errorf("%s %q cannot be carried by a registry+v1 bundle: remove it from config/manifests or teach hack/bundlegen about it", gk, obj.GetName())
 		}
@@ -148,7 +163,7 @@ func Generate(objs []*unstructured.Unstructured, opts Options) (*Bundle, error) 
 	for _, crd := range crds {
 		copied = append(copied, crd.DeepCopy())
 	}
-	return &Bundle{CSV: csv, CRDs: copied, Others: others, Annotations: annotations, Notes: webhooks.notes, opts: opts}, nil
+	return &Bundle{CSV: csv, CRDs: copied, Others: others, Annotations: annotations, Notes: notes, opts: opts}, nil
 }
 
 // withoutNamespace returns a copy of obj without metadata.namespace: OLM

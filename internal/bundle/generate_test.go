@@ -3,6 +3,7 @@ package bundle
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -92,6 +93,33 @@ func TestGenerate(t *testing.T) {
 			}
 			if b.CSV.GetNamespace() != "placeholder" || nested(t, b.CSV, "spec", "displayName") != "Widget" {
 				t.Errorf("hand-written base fields not kept")
+			}
+		},
+	}, {
+		name: "admission policies, which OLM cannot install, are left out with a note each (the operator applies them)",
+		docs: with(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: widget-fence
+spec:
+  validations:
+  - expression: "true"`, `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: widget-fence
+spec:
+  policyName: widget-fence
+  validationActions: [Deny]`),
+		check: func(t *testing.T, b *Bundle, files Files) {
+			for name := range files {
+				if strings.Contains(name, "validatingadmissionpolic") {
+					t.Errorf("bundle file %s: OLM refuses the kind", name)
+				}
+			}
+			for _, kind := range []string{"ValidatingAdmissionPolicy widget-fence", "ValidatingAdmissionPolicyBinding widget-fence"} {
+				if !slices.ContainsFunc(b.Notes, func(n string) bool { return strings.Contains(n, kind+" is left out") }) {
+					t.Errorf("no note for %s in %v", kind, b.Notes)
+				}
 			}
 		},
 	}, {

@@ -71,12 +71,17 @@ type TemplateLookup func(name string) (template *resourceapi.ResourceClaimTempla
 // or will be, the operator's, allocated or not: the operator places the
 // pod's operator claims together on a node where the pod fits, and even
 // a claim allocated at once (immediate) must not meet a pod that cannot
-// run where its devices are. A claim or
-// template that does not exist (yet, or not in the webhook's view) also
-// gates the pod: it cannot be scheduled without it anyway, and a claim
-// that appears later with CEL constraints must not meet an ungated pod.
-// Gates can only be removed after creation, never added, so admission is
-// the only chance.
+// run where its devices are. Gates can only be removed after creation,
+// never added, so admission is the only chance.
+//
+// Only what the webhook can see counts: a claim or template that does not
+// exist (yet) does not gate the pod, so plain kube-scheduler workloads
+// created before their claims never wait for the operator. A claim that
+// appears later and is the operator's cannot be allocated by
+// kube-scheduler anyway (its classes match only central devices, which no
+// claim may tolerate: the admission policies of internal/admissionpolicy),
+// and the operator places such an ungated pod's claims like a gated
+// pod's.
 func NeedsGate(cfg Config, pod *corev1.Pod, claim ClaimLookup, template TemplateLookup) (bool, string) {
 	if !cfg.Active || !cfg.GatePods || HasGate(pod) {
 		return false, ""
@@ -85,7 +90,7 @@ func NeedsGate(cfg Config, pod *corev1.Pod, claim ClaimLookup, template Template
 		if pc.Template == "" {
 			c, ok := claim(pc.ClaimName)
 			if !ok {
-				return true, fmt.Sprintf("claim %s does not exist yet", pc.ClaimName)
+				continue
 			}
 			if why := SelectClaim(cfg, c); why != WhyNone && c.DeletionTimestamp == nil {
 				return true, fmt.Sprintf("claim %s is allocated by the operator (%s)", pc.ClaimName, why)
@@ -94,7 +99,7 @@ func NeedsGate(cfg Config, pod *corev1.Pod, claim ClaimLookup, template Template
 		}
 		t, ok := template(pc.Template)
 		if !ok {
-			return true, fmt.Sprintf("template %s does not exist yet", pc.Template)
+			continue
 		}
 		if why := SelectTemplate(cfg, t); why != WhyNone {
 			return true, fmt.Sprintf("claims from template %s are allocated by the operator (%s)", pc.Template, why)

@@ -2,6 +2,7 @@ package claimwebhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -249,39 +251,56 @@ type SelfRegistration struct {
 }
 
 // SetupWebhook serves PodGate and ClaimFinalizer on the manager's webhook
-// server. With reg it also points the API server at it: it registers the webhook (outside
-// the cluster) or sets the caBundle of config/default's configuration;
-// without, OLM registers it from the bundle.
-func SetupWebhook(mgr ctrl.Manager, reg *SelfRegistration) error {
-	mgr.GetWebhookServer().Register(WebhookPath, &admission.Webhook{Handler: &PodGate{
+// server. With reg it also points the API server at it: it registers the
+// webhook (outside the cluster) or sets the caBundle of config/default's
+// configuration; without, OLM registers it from the bundle. The checker it
+// returns is the replica's readiness: the webhook server serves, and the
+// API server trusts this replica's certificate (its CA is in the
+// configuration, or the configuration it registered is written; under OLM
+// the mounted certificate is the one OLM put in the configuration).
+func SetupWebhook(mgr ctrl.Manager, reg *SelfRegistration) (healthz.Checker, error) {
+	srv := mgr.GetWebhookServer()
+	srv.Register(WebhookPath, &admission.Webhook{Handler: &PodGate{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Decoder:   admission.NewDecoder(mgr.GetScheme()),
 	}})
-	mgr.GetWebhookServer().Register(ClaimWebhookPath, &admission.Webhook{Handler: &ClaimFinalizer{
+	srv.Register(ClaimWebhookPath, &admission.Webhook{Handler: &ClaimFinalizer{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Decoder:   admission.NewDecoder(mgr.GetScheme()),
 	}})
+	serving := srv.StartedChecker()
 	if reg == nil {
-		return nil
+		return serving, nil
 	}
 	var runnable manager.Runnable
+	var trusted func() bool
 	if reg.ConfigName != "" {
 		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 		if err != nil {
-			return fmt.Errorf("client for the webhook configuration: %w", err)
+			return nil, fmt.Errorf("client for the webhook configuration: %w", err)
 		}
-		runnable = &webhookcert.CABundleInjector{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ConfigName: reg.ConfigName,
+		inj := &webhookcert.CABundleInjector{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ConfigName: reg.ConfigName,
 			Webhooks: webhookNames, CABundle: reg.SelfSigned.CABundle, Watch: webhookcert.WatchConfiguration(cs, reg.ConfigName)}
+		runnable, trusted = inj, inj.Injected
 	} else {
-		runnable = &webhookcert.Registrar{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SelfSigned: reg.SelfSigned,
+		r := &webhookcert.Registrar{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SelfSigned: reg.SelfSigned,
 			Webhooks: func(clientFor func(path string) admissionregistrationv1.WebhookClientConfig) []admissionregistrationv1.MutatingWebhook {
 				return Webhooks(clientFor, reg.Namespace)
 			}}
+		runnable, trusted = r, r.Registered
 	}
 	if err := mgr.Add(runnable); err != nil {
-		return fmt.Errorf("add the webhook registration: %w", err)
+		return nil, fmt.Errorf("add the webhook registration: %w", err)
 	}
-	return nil
+	return func(req *http.Request) error {
+		if err := serving(req); err != nil {
+			return err
+		}
+		if !trusted() {
+			return errors.New("the API server does not trust this replica's webhook certificate yet")
+		}
+		return nil
+	}, nil
 }

@@ -154,6 +154,11 @@ type Options struct {
 	// of the observability tests (test/opmetrics) builds the operator
 	// with a static one, without an API server.
 	MapperProvider func(c *rest.Config, httpClient *http.Client) (meta.RESTMapper, error)
+	// AdmissionPolicies is AdmissionPoliciesInstall (the default when
+	// empty: the operator applies its admission policies at start and
+	// starts no controller before the API server enforces them) or
+	// AdmissionPoliciesOff.
+	AdmissionPolicies string
 }
 
 // Client-side rate limits of the operator. Each allocation costs up to
@@ -287,10 +292,13 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up claim controller: %w", err)
 	}
+	ready := map[string]healthz.Checker{}
 	if webhookServer != nil {
-		if err := claimwebhook.SetupWebhook(mgr, registration); err != nil {
+		check, err := claimwebhook.SetupWebhook(mgr, registration)
+		if err != nil {
 			return nil, fmt.Errorf("set up pod webhook: %w", err)
 		}
+		ready["webhook"] = check
 	}
 	if err := (&driverctrl.Reconciler{
 		Client:    mgr.GetClient(),
@@ -306,9 +314,32 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 			return nil, fmt.Errorf("add an Event summary: %w", err)
 		}
 	}
+	switch o.AdmissionPolicies {
+	case "", AdmissionPoliciesInstall:
+		direct, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return nil, fmt.Errorf("create client: %w", err)
+		}
+		policyGate := newPolicyGate(mgr, clientset, direct)
+		if err := mgr.Add(policyGate); err != nil {
+			return nil, fmt.Errorf("add the admission policy gate: %w", err)
+		}
+		ready["admission-policies"] = policyGate.ready
+	case AdmissionPoliciesOff:
+		ctrl.Log.WithName("setup").Info("Admission policies off: nothing fences the operator's own writes")
+	default:
+		return nil, fmt.Errorf("admission policies %q: want %s or %s", o.AdmissionPolicies, AdmissionPoliciesInstall, AdmissionPoliciesOff)
+	}
 	if o.ProbeAddr != "" && o.ProbeAddr != "0" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 			return nil, fmt.Errorf("add health check: %w", err)
+		}
+		// Ready only when the admission policies are in force and the
+		// webhook is served with a certificate the API server trusts.
+		for name, check := range ready {
+			if err := mgr.AddReadyzCheck(name, check); err != nil {
+				return nil, fmt.Errorf("add readiness check %s: %w", name, err)
+			}
 		}
 		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 			return nil, fmt.Errorf("add readiness check: %w", err)

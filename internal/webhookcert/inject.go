@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -62,7 +63,18 @@ type CABundleInjector struct {
 	// it (a `kubectl apply` that reset the caBundle, a re-creation) is
 	// checked at once rather than at the next Interval.
 	Watch func(ctx context.Context) (watch.Interface, error)
+
+	// injected: the last check found this replica's CA in the caBundle
+	// of every webhook (written then or before).
+	injected atomic.Bool
 }
+
+// Injected reports whether the last check found this replica's CA in the
+// caBundle of the operator's webhooks: until then the API server cannot
+// call this replica, so it is not ready (a Service would send it calls
+// that fail, and failurePolicy Ignore would let their pods through
+// ungated).
+func (i *CABundleInjector) Injected() bool { return i.injected.Load() }
 
 // WatchConfiguration returns a Watch for CABundleInjector: the one
 // configuration named, by a metadata.name field selector, which the
@@ -88,6 +100,7 @@ func (i *CABundleInjector) Start(ctx context.Context) error {
 	failing := false
 	for {
 		changed, err := i.Inject(ctx)
+		i.injected.Store(err == nil)
 		wait := interval
 		switch {
 		case err != nil:

@@ -251,6 +251,9 @@ func TestCABundleInjectorWatch(t *testing.T) {
 		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if inj.Injected() {
+		t.Fatal("Injected before the first check: the replica would be ready with its CA unknown to the API server")
+	}
 	done := make(chan error)
 	go func() { done <- inj.Start(ctx) }()
 	bundle := func() []byte {
@@ -271,6 +274,7 @@ func TestCABundleInjectorWatch(t *testing.T) {
 		}
 	}
 	waitFor("first injection", func() bool { return holdsCA(bundle(), ours) })
+	waitFor("Injected after the first injection", inj.Injected)
 	<-opened
 
 	// kubectl apply of config/default resets the caBundle.

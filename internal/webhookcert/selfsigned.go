@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -46,8 +47,9 @@ const (
 // The caBundle injector reads and patches config/default's webhook
 // configuration, that one object only (CABundleInjector, make deploy
 // without OLM).
-// It watches it too, so that a reset caBundle is set again at once.
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;patch,resourceNames=drastack-mutating-webhook-configuration
+// It watches it too (WatchConfiguration: a watch by name, no list), so
+// that a reset caBundle is set again at once.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;watch;patch,resourceNames=drastack-mutating-webhook-configuration
 
 // Certificate lifetimes. The keys live only in the operator's memory and a
 // new pair is made at every start, so a certificate must only outlive the
@@ -211,7 +213,13 @@ type Registrar struct {
 	// Webhooks returns the webhooks to register, given how the API server
 	// reaches the one served at a path.
 	Webhooks func(clientFor func(path string) admissionregistrationv1.WebhookClientConfig) []admissionregistrationv1.MutatingWebhook
+
+	registered atomic.Bool
 }
+
+// Registered reports whether the configuration is written: the API server
+// calls this replica from then on.
+func (g *Registrar) Registered() bool { return g.registered.Load() }
 
 // NeedLeaderElection is false: the webhook is served by every replica.
 func (g *Registrar) NeedLeaderElection() bool { return false }
@@ -231,6 +239,10 @@ func (g *Registrar) Start(ctx context.Context) error {
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	g.registered.Store(true)
 	log.FromContext(ctx).Info("Registered the webhooks", "configuration", SelfSignedWebhookConfigName, "url", g.SelfSigned.URL(""))
 	return nil
 }

@@ -203,6 +203,16 @@ func (c *Cluster) startAPIServer() error {
 	if c.gateFlag != "" {
 		api.Configure().Set("feature-gates", c.gateFlag)
 	}
+	if c.opts.AuditLog != "" {
+		policy, err := c.writeAuditPolicy()
+		if err != nil {
+			return err
+		}
+		api.Configure().Set("audit-policy-file", policy)
+		api.Configure().Set("audit-log-path", c.opts.AuditLog)
+		api.Configure().Set("audit-log-format", "json")
+		api.Configure().Set("audit-log-maxbackup", "0")
+	}
 	for _, d := range []string{te.ControlPlane.Etcd.DataDir, api.CertDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)

@@ -136,6 +136,15 @@ type Options struct {
 	// Logf receives progress lines ("etcd and kube-apiserver ready in
 	// 3.1s"). Default: discard.
 	Logf func(format string, args ...any)
+
+	// AuditLog turns on the API server's audit log: one JSON line per
+	// request of AuditUsers (metadata level, when the response starts and
+	// when it ends), written to this file, which outlives the cluster.
+	// Empty: no audit log.
+	AuditLog string
+	// AuditUsers are the user names whose requests AuditLog records; the
+	// requests of every other user are left out, so the log stays small.
+	AuditUsers []string
 }
 
 // DefaultNodeCapacity is what a kwok node offers when Options.NodeCapacity

@@ -247,15 +247,20 @@ func TestClaims(t *testing.T) {
 				t.Errorf("allocation written by %q, want %q", by, claimsctrl.FieldManager)
 			}
 
-			// A pod that names a claim before it exists waits behind the
-			// gate, so kube-scheduler cannot allocate the claim on its own.
+			// A pod that names a claim before it exists is not gated: the
+			// webhook gates only for claims it can see, so that plain
+			// workloads created before their claims never wait for the
+			// operator. kube-scheduler cannot allocate the claim once it
+			// appears either (its class matches only central devices, which
+			// no claim may tolerate), so the pod waits unscheduled until
+			// the operator has allocated it.
 			early := clCreatePod(ctx, t, c, clSharedPod(clNamespace, "tpu-early", "tpu-later"))
-			if !claimpolicy.HasGate(early) {
-				t.Fatalf("pod %s naming a missing claim was admitted without the gate", early.Name)
+			if claimpolicy.HasGate(early) {
+				t.Fatalf("pod %s naming a missing claim was gated", early.Name)
 			}
 			time.Sleep(time.Second)
-			if p, err := c.Client.CoreV1().Pods(clNamespace).Get(ctx, early.Name, metav1.GetOptions{}); err != nil || !claimpolicy.HasGate(p) {
-				t.Errorf("pod %s lost its gate before its claim existed (err %v)", early.Name, err)
+			if p, err := c.Client.CoreV1().Pods(clNamespace).Get(ctx, early.Name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+				t.Errorf("pod %s was scheduled before its claim existed (err %v)", early.Name, err)
 			}
 			clCreateClaim(ctx, t, c, clNamespace, "tpu-later", nil, nil, clClaimSpec(tpuClass, 1, "device.attributes['"+tpuDriver+"'].shape == '2x2'"))
 			later := clWaitClaim(ctx, t, c, clNamespace, "tpu-later", "allocation", clAllocated)

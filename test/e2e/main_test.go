@@ -43,6 +43,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	audit, err := newPermissionAudit(os.Getenv(LogDirEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
 	opts := cluster.Options{
 		Nodes:        suiteNodes,
 		LogDir:       os.Getenv(LogDirEnv),
@@ -50,9 +55,13 @@ func TestMain(m *testing.M) {
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(os.Stderr, "e2e cluster: "+format+"\n", args...)
 		},
+		// Every request of the operator's ServiceAccount is recorded, for
+		// the permission audit after the suites (audit_test.go).
+		AuditLog:   audit.log,
+		AuditUsers: []string{audit.user},
 	}
 	testenv = env.NewWithConfig(envconf.New())
 	testenv.Setup(cluster.Setup(opts))
 	testenv.Finish(cluster.Finish())
-	os.Exit(testenv.Run(m))
+	os.Exit(audit.check(testenv.Run(m)))
 }

@@ -32,20 +32,27 @@ const (
 	EventNoCentral    = "NoCentralDevices"
 )
 
-// The claim loop reads and writes claims (finalizer: patch; allocation:
-// patch of the status), and needs resourceclaims/binding to change
-// status.allocation (API servers since 1.36 check it on top of
-// resourceclaims/status).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch;patch
+// The claim loop reads (cache) and writes claims (finalizer: patch;
+// allocation: patch of the status).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=list;watch;patch
+// Reads from the API server where the cache may be behind: a write that met
+// a conflict (write.go afterWriteError), and the pod webhook's claims and
+// templates that its cache has not seen yet (claimwebhook readThrough).
+// Held for those paths, which a run takes or not depending on timing.
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims;resourceclaimtemplates,verbs=get
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/status,verbs=patch
+// Held for status.allocation: API servers since 1.36 check
+// resourceclaims/binding on top of resourceclaims/status inside the status
+// write, which is the only request the audit log shows.
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/binding,verbs=patch
-// The engine's inputs, from the manager's cache.
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// The placement loop reads pods and removes its scheduling gate (patch).
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// The engine's inputs, from the manager's cache (informers: list, watch).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+// The placement loop reads pods (cache) and removes its scheduling gate
+// (patch).
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;patch
 // The configuration, and the claim status of the DRAStack (server-side apply: patch).
 // +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=patch

@@ -25,11 +25,11 @@ import (
 
 // The taint loop owns the DeviceTaintRules that keep kube-scheduler off
 // central devices: it creates, updates and deletes only rules labelled as
-// the operator's (central.Owned).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=get;list;watch;create;patch;delete
+// the operator's (central.Owned). It reads them from the manager's cache.
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=list;watch;create;patch;delete
 // It owns the central DeviceClasses of spec.claims.central[].classes the
-// same way (central.OwnedClass).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch;create;patch;delete
+// same way (central.OwnedClass), read from the cache too.
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=list;watch;create;patch;delete
 // It holds the DRAStack with a finalizer while rules exist (patch).
 // +kubebuilder:rbac:groups=drastack.io,resources=drastacks,verbs=patch
 

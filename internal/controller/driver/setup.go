@@ -57,22 +57,29 @@ import (
 // internal/operator, so that a deleted or edited policy binding, role or
 // service account is restored within seconds).
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=list;watch;create;patch;delete
-// apply.go replaceDrifted (get, and update: a PUT): a policy, binding or role that
-// another manager changed is replaced with the render.
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch;create;update;patch;delete
+// inventory.go inventory (metadata lists), apply.go apply (apply: patch,
+// and create for a new object), apply.go prune and removal.go act
+// (delete), setup.go Watches (metadata informers).
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;roles;rolebindings,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=list;watch;create;patch;delete
+// apply.go replaceDrifted (get, and update: a PUT): a policy, binding or
+// role that another manager changed is replaced with the render. Held for
+// that: the e2e drift test changes a policy binding, not the others.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles;clusterrolebindings;roles;rolebindings,verbs=get;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;update
 // inventory.go inventory (metadata lists), removal.go act ActionTaint
 // (apply), apply.go prune and removal.go act ActionUntaint (delete).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=list;create;patch;delete
 // setup.go Watches and observe.go observe (cache), inventory.go inventory
 // (metadata lists), apply.go apply (apply), removal.go act (delete).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=list;watch;create;patch;delete
 // Held only to grant it to the nvidia-gpu compute-domain controller
-// (profiles/nvidia-gpu/0600_controller.yaml, Role controller) and, with the
-// MPSSupport feature gate, its GPU plugin (profile_nvidia_options.go tune,
-// Role kubelet-plugin: the MPS control daemon Deployments).
-// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=update
+// (profiles/nvidia-gpu/0600_controller.yaml, Role controller: get, update)
+// and, with the MPSSupport feature gate, its GPU plugin
+// (profile_nvidia_options.go tune, Role kubelet-plugin: the MPS control
+// daemon Deployments).
+// +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=get;update
 // observe.go observe: the plugin DaemonSet's revisions (APIReader list).
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list
 // observe.go observe and removal.go removeDriver: the driver's pods
@@ -95,18 +102,21 @@ import (
 // setup.go Watches and observe.go publishingNodes (cache), removal.go
 // leftoverSlices (APIReader list), removal.go act ActionDeleteSlices
 // (delete).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=list;watch;delete
 // Held only to grant it to the kubelet plugin of every profile
 // (profiles/common/0300_kubelet_plugin_rbac.yaml), which publishes its
 // node's slices; create and update are also what the multi-host publisher
 // sends (internal/controller/publisher).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=create;update;patch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;create;update;patch
 // observe.go observe: which nodes a plugin that targets none could run
 // on (cache: list, watch). Also held to grant it to the kubelet plugin of
 // every profile (common/0300: get) and the nvidia-gpu kubelet plugin and
-// compute-domain controller (nvidia-gpu 0310 and 0600: get, list, watch,
-// update).
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update
+// compute-domain controller (nvidia-gpu 0310 and 0600: get, list, watch).
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+// Held only to grant it to the kubelet plugin of every profile (common/0300:
+// get) and the nvidia-gpu kubelet plugin and compute-domain controller
+// (nvidia-gpu 0310 and 0600: get, update).
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;update
 // Held only to grant it to the nvidia-gpu compute-domain controller
 // (profiles/nvidia-gpu/0600_controller.yaml, ClusterRole controller).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch;create;update;delete

@@ -88,16 +88,16 @@ type Reconciler struct {
 //
 // setup.go SetupWithManager: ResourceSlice and ResourceClaim informers
 // (cache).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices;resourceclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices;resourceclaims,verbs=list;watch
 // setup.go SetupWithManager: the DeviceTaintRule informer (cache), only
 // when the API server serves DeviceTaintRules; the pool model counts the
 // devices they taint.
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=list;watch
 // setup.go SetupWithManager: the Node metadata informer (cache).
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // setup.go SetupWithManager informer and getDevicePool (cache), Reconcile
 // (create, delete once the pool is gone).
-// +kubebuilder:rbac:groups=drastack.io,resources=devicepools,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=drastack.io,resources=devicepools,verbs=list;watch;create;delete
 // apply.go applyStatus: server-side apply of the status.
 // +kubebuilder:rbac:groups=drastack.io,resources=devicepools/status,verbs=patch
 // setup.go SetupWithManager informer and stackstatus.go write (cache).

@@ -80,7 +80,7 @@ type Reconciler struct {
 // status.multiHost.
 // +kubebuilder:rbac:groups=drastack.io,resources=drastacks/status,verbs=patch
 // reconciler.go Reconcile and SetupWithManager Watches (cache).
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // drivers.go start: the resourceslice library
 // (k8s.io/dynamic-resource-allocation/resourceslice) lists and watches its
 // driver's slices and creates, updates and deletes them (it never patches,
