@@ -42,10 +42,10 @@ func TestSimulation(t *testing.T) {
 	}
 	start := time.Now()
 	var (
-		next, steps atomic.Int64
-		mu          sync.Mutex
-		failed      []string
-		wg          sync.WaitGroup
+		next, steps, allocs atomic.Int64
+		mu                  sync.Mutex
+		failed              []string
+		wg                  sync.WaitGroup
 	)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -59,6 +59,7 @@ func TestSimulation(t *testing.T) {
 				w := newSimWorld(uint64(seed), opts)
 				v := w.run()
 				steps.Add(int64(w.step))
+				allocs.Add(int64(w.allocations))
 				if v != nil {
 					mu.Lock()
 					failed = append(failed, formatViolation(uint64(seed), v, w))
@@ -68,7 +69,10 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d seeds, %d steps in %s", *simSeeds, steps.Load(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d seeds, %d steps, %d allocations written by the operator, in %s", *simSeeds, steps.Load(), allocs.Load(), time.Since(start).Round(time.Millisecond))
+	if allocs.Load() < int64(*simSeeds)/2 {
+		t.Errorf("the operator wrote %d allocations in %d seeds: the runs check almost nothing", allocs.Load(), *simSeeds)
+	}
 	for i, f := range failed {
 		if i == 5 {
 			t.Errorf("... and %d more failing seeds", len(failed)-5)

@@ -30,6 +30,7 @@ import (
 	"github.com/drastack/drastack/internal/allocator/native"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/fence"
+	"github.com/drastack/drastack/internal/handover"
 )
 
 // The simulated cluster.
@@ -87,6 +88,9 @@ type simWorld struct {
 	// lastWrite is the pool of the operator's latest allocation write
 	// (leaveAfterWrite).
 	lastWrite string
+	// allocations counts the operator's allocation writes answered
+	// without an error: a run that allocates nothing checks nothing.
+	allocations int
 	// off is applied to every operator instance started.
 	off protocolSwitches
 	// setupLog is how many events of each kind setup wrote: every
@@ -158,7 +162,8 @@ func (w *simWorld) setup() {
 	// before its first cycle) shows them.
 	for _, pool := range []string{"n0", "n1"} {
 		must(w.store.create(&resourceapi.DeviceTaintRule{
-			ObjectMeta: metav1.ObjectMeta{Name: central.RuleName(simDriver, pool), Labels: central.RuleLabels()},
+			ObjectMeta: metav1.ObjectMeta{Name: central.RuleName(simDriver, pool), Labels: central.RuleLabels(), Generation: 1,
+				Annotations: map[string]string{handover.JoinedAnnotation: "1"}},
 			Spec: resourceapi.DeviceTaintRuleSpec{Taint: central.Taint(),
 				DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(simDriver), Pool: ptr.To(pool)}},
 		}))
@@ -195,8 +200,11 @@ func (w *simWorld) request(from string, obj client.Object, apply func(client.Obj
 		return timeout
 	}
 	err := apply(obj)
-	if c, ok := obj.(*resourceapi.ResourceClaim); ok && err == nil && c.Status.Allocation != nil && w.opts.leaveAfterWrite {
-		w.lastWrite = allocationNode(c.Status.Allocation)
+	if c, ok := obj.(*resourceapi.ResourceClaim); ok && err == nil && c.Status.Allocation != nil {
+		w.allocations++
+		if w.opts.leaveAfterWrite {
+			w.lastWrite = allocationNode(c.Status.Allocation)
+		}
 	}
 	return err
 }
