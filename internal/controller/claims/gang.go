@@ -152,7 +152,7 @@ func (p *placementReconciler) gangReconcile(ctx context.Context, cfg claimpolicy
 			}
 			undone = undone || done
 		}
-		if undone {
+		if undone || r.off.noUndo {
 			return true, ctrl.Result{RequeueAfter: retryNowDelay}, nil
 		}
 		if !decl.spec.Ready(len(members)) {
