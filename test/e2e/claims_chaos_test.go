@@ -26,6 +26,7 @@ import (
 	"github.com/drastack/drastack/internal/claimpolicy"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/fence"
+	"github.com/drastack/drastack/internal/handover"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
 )
@@ -58,11 +59,9 @@ const (
 	// chInterval is the stream's pace: two objects a second.
 	chInterval      = 500 * time.Millisecond
 	chSettleTimeout = 3 * time.Minute
-	// chJoinedAnnotation is what the join barrier of branch i20-join
-	// (internal/handover.JoinedAnnotation there) writes on a central
-	// DeviceTaintRule once its pools joined the partition: parts (b) and
-	// (c) run only when the operator writes it.
-	chJoinedAnnotation = "resource.drastack.io/joined"
+	// chJoinedAnnotation is what the join barrier writes on a central
+	// DeviceTaintRule once its pools joined the partition.
+	chJoinedAnnotation = handover.JoinedAnnotation
 )
 
 // chPair: the two devices of a CEL claim are adjacent, which
@@ -348,7 +347,6 @@ func TestClaimsChaos(t *testing.T) {
 		}).
 		Assess("(b) an admin deletes a central DeviceTaintRule mid-burst", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c, s := mustCluster(ctx, t), ctx.Value(chKeyT{}).(*chState)
-			chRequireJoin(ctx, t, c)
 			// The central pool with the most free devices, so that the
 			// operator has room in it once it is back.
 			node := s.watch.emptiestNode(chCentralNodes())
@@ -434,7 +432,6 @@ func TestClaimsChaos(t *testing.T) {
 		}).
 		Assess("(c) a pool moved into the partition and out again by DRAStack edits mid-burst", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c, s := mustCluster(ctx, t), ctx.Value(chKeyT{}).(*chState)
-			chRequireJoin(ctx, t, c)
 			// Part (b) has settled: the pools of the start are the
 			// operator's alone again.
 			s.watch.setStrict(chCentralPools()...)
@@ -776,24 +773,6 @@ func chCheckAllocation(t *testing.T, key, kind string, cl *resourceapi.ResourceC
 			t.Errorf("CEL claim %s got devices %v of pools %v: its constraint wants two adjacent ones", key, idx, pools)
 		}
 	}
-}
-
-// chRequireJoin skips a part that needs the operator's join barrier when
-// the operator in this tree has none: by now the operator has run for a
-// while, so a join barrier would have recorded the join of the central
-// pools on their rules.
-func chRequireJoin(ctx context.Context, t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	rules, err := c.Client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range rules.Items {
-		if central.Owned(&rules.Items[i]) && rules.Items[i].Annotations[chJoinedAnnotation] != "" {
-			return
-		}
-	}
-	t.Skipf("no central DeviceTaintRule carries %s: the operator of this tree has no join barrier; this part of issue 20 needs it (branch i20-join)", chJoinedAnnotation)
 }
 
 // chWaitJoined waits until the rule carries the join annotation and
