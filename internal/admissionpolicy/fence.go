@@ -205,11 +205,11 @@ func roleBindings(u string) Pair {
 // markers that grant them say "Held only to grant"; a test of
 // internal/permissions checks the two lists agree.
 var HeldResources = []schema.GroupResource{
-	{Resource: "configmaps"},
 	{Resource: "nodes"},
 	{Group: "resource.k8s.io", Resource: "resourceclaimtemplates"},
 	{Group: "resource.nvidia.com", Resource: "computedomains"},
 	{Group: "resource.nvidia.com", Resource: "computedomains/status"},
+	{Group: "resource.nvidia.com", Resource: "computedomaincliques"},
 }
 
 // heldToGrant refuses every write of the operator to HeldResources.

@@ -157,7 +157,7 @@ func TestHeldToGrant(t *testing.T) {
 	run(t, HeldToGrant, []tcase{
 		{"update a node", update(operator, "", "nodes", "", node, edit(node, func(o m) { o["spec"].(m)["unschedulable"] = true })),
 			denied, "holds write access to nodes only to grant it to the drivers it installs"},
-		{"create a ConfigMap", create(operator, "", "configmaps", "drastack-drivers", obj("c", "drastack-drivers", nil, nil)), denied, "configmaps"},
+		{"create a ComputeDomainClique", create(operator, "resource.nvidia.com", "computedomaincliques", "drastack-drivers", obj("c", "drastack-drivers", nil, nil)), denied, "computedomaincliques"},
 		{"delete a claim template", del(operator, "resource.k8s.io", "resourceclaimtemplates", "team-a", obj("t", "team-a", nil, nil)), denied, "resourceclaimtemplates"},
 		{"update a ComputeDomain's status", req{op: "UPDATE", user: operator, group: "resource.nvidia.com", resource: "computedomains", sub: "status", name: "d", obj: obj("d", "x", nil, nil), old: obj("d", "x", nil, nil)},
 			denied, "computedomains/status"},

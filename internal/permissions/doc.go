@@ -36,12 +36,14 @@ var unfenced = map[string]string{
 	"admissionregistration.k8s.io/validatingadmissionpolicybindings": "none possible: the API server applies no admission policy to admission policies",
 	"resource.k8s.io/resourceclaims/status":                          "none: the allocation is the operator's job",
 	"resource.k8s.io/resourceclaims/binding":                         "none: the allocation is the operator's job",
+	"/pods/status":                                                   "none: the GangPlaced condition of the gang members it places (a policy cannot tell one condition from another in a status patch cheaply)",
 	"drastack.io/drastacks/status":                                   "none: the operator's own report",
 	"drastack.io/devicepools":                                        "none: the operator's own objects",
 	"drastack.io/devicepools/status":                                 "none: the operator's own report",
 	"events.k8s.io/events":                                           "none: Events of its objects, in their namespaces",
 	"/events":                                                        "none: Events of its objects, in their namespaces",
-	"coordination.k8s.io/leases":                                     "RBAC: its own namespace, its lease by name",
+	"coordination.k8s.io/leases":                                     "RBAC: its own namespace, its leases by name",
+	"apiextensions.k8s.io/customresourcedefinitions":                 "RBAC: patch and delete only of the definitions the profiles install, by name (a create cannot be limited by name); the driver lifecycle never adopts a definition it did not create",
 }
 
 // FencedBy names what narrows the operator's writes to a resource: the

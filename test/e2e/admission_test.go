@@ -233,8 +233,10 @@ func TestAdmissionPolicies(t *testing.T) {
 			node.Spec.Unschedulable = true
 			_, err = s.op.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{DryRun: dry})
 			refusedBy(t, "cordon a node (update: the verb the nvidia-gpu profile's controller needs)", err, admissionpolicy.HeldToGrant, "holds write access to nodes only to grant it")
-			_, err = s.op.CoreV1().ConfigMaps(fnOwned).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{DryRun: dry})
-			refusedBy(t, "create a ConfigMap", err, admissionpolicy.HeldToGrant, "configmaps only to grant it")
+			_, err = s.op.ResourceV1().ResourceClaimTemplates(fnOwned).Create(ctx, &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "x"},
+				Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+					Name: "r", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.example.com"}}}}}}}, metav1.CreateOptions{DryRun: dry})
+			refusedBy(t, "create a claim template (held to grant it to the nvidia-gpu compute-domain controller)", err, admissionpolicy.HeldToGrant, "resourceclaimtemplates only to grant it")
 			return ctx
 		}).
 		Assess("the DRAStack, claims and slices: finalizers, dry runs and node-less slices only", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {

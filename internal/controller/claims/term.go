@@ -18,6 +18,16 @@ import (
 	"github.com/drastack/drastack/internal/ledger"
 )
 
+// The allocation fence (package fence, docs/allocation-protocol.md section
+// 2): termRunner's fence.Acquire reads the Lease drastack-allocation-fence
+// in the operator's namespace from the API server and takes it over with
+// an update; every confirmation of the term is a JSON patch whose test of
+// the holder commits only while the term holds it (by name).
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update;patch,resourceNames=drastack-allocation-fence,namespace=system
+// fence.Acquire creates the Lease the first time (a create cannot be
+// limited by name).
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=system
+
 // FenceAnnotation is what the sweep of a new term writes on the claims
 // and DeviceTaintRules an earlier term could still write: the new term.
 // Writing it moves their resourceVersion past anything an earlier term

@@ -124,12 +124,16 @@ import (
 // definitions for (Force) the custom resources of a profile's
 // CustomResourceDefinitions (APIReader list). Also held to grant it to the
 // nvidia-gpu kubelet plugin (0310: get, list, watch), compute-domain
-// controller (0600: get, list, watch, update) and IMEX daemons (0700: get,
-// list, watch, update, patch, also on computedomains/status, and create on
+// controller (0600: get, list, watch) and IMEX daemons (0700: get, list,
+// watch).
+// +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomains;computedomains/status;computedomaincliques,verbs=get;list;watch
+// Held only to grant it to the nvidia-gpu compute-domain controller (0600:
+// update) and IMEX daemons
+// (profiles/nvidia-gpu/0700_compute_domain_daemon_rbac.yaml: update and
+// patch, also of computedomains/status, and create of
 // computedomaincliques).
-// +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomains;computedomains/status;computedomaincliques,verbs=get;list;watch;update;patch
-// Held only to grant it to the nvidia-gpu IMEX daemons
-// (profiles/nvidia-gpu/0700_compute_domain_daemon_rbac.yaml).
+// +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomains;computedomains/status;computedomaincliques,verbs=update;patch
+// Held only to grant it to the nvidia-gpu IMEX daemons (0700).
 // +kubebuilder:rbac:groups=resource.nvidia.com,resources=computedomaincliques,verbs=create
 // inventory.go inventory (metadata list), setup.go Watches (metadata
 // informer scoped to the stack label), apply.go apply (server-side apply

@@ -15,9 +15,12 @@ import (
 var exposed = []string{metricPools, metricPoolHealth, metricPoolDevices, metricCounterUtilisation, metricPoolProblems, metricValidationDuration,
 	metricFreeCapacity, metricLargestAvailable}
 
-var metricName = regexp.MustCompile(`drastack_[a-z_]+`)
+// metricName matches this package's metrics; test/opmetrics checks the
+// README and the alerts against every metric the operator registers.
+var metricName = regexp.MustCompile(`drastack_pool[a-z_]*`)
 
-// The README documents every metric, and nothing else under our prefix.
+// The README documents every pool metric, and no pool metric this package
+// does not serve.
 func TestREADMEDocumentsEveryMetric(t *testing.T) {
 	raw, err := os.ReadFile("../../../README.md")
 	if err != nil {
@@ -78,11 +81,7 @@ func TestPrometheusRuleUsesServedMetrics(t *testing.T) {
 	for _, g := range rule.Spec.Groups {
 		for _, r := range g.Rules {
 			alerts = append(alerts, r.Alert)
-			used := metricName.FindAllString(r.Expr, -1)
-			if len(used) == 0 {
-				t.Errorf("%s: expression %q uses no drastack metric", r.Alert, r.Expr)
-			}
-			for _, m := range used {
+			for _, m := range metricName.FindAllString(r.Expr, -1) {
 				if !slices.Contains(exposed, m) {
 					t.Errorf("%s: expression uses %s, which the operator does not serve", r.Alert, m)
 				}

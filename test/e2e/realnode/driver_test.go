@@ -34,6 +34,9 @@ import (
 const (
 	schedDriver   = "gpu.example.com"
 	centralDriver = "gpu.central.example.com"
+	// centralClass is the DeviceClass of the central entry: the operator
+	// creates it, and claims with CEL constraints must name it.
+	centralClass = "central-gpu.example.com"
 	driverNS      = "realnode-driver"
 	// mig1g5gb selects the smallest MIG-like partitions of a driver.
 	mig1g5gb = `device.attributes["%s"].?profile.orValue("") == "1g.5gb"`
@@ -80,7 +83,7 @@ func TestDriverOnTheRealNode(t *testing.T) {
 
 	writeStack(ctx, t, crc, func(s *v1alpha1.DRAStackSpec) {
 		s.Drivers = []v1alpha1.DriverSpec{driverSpec(schedDriver, v1alpha1.RemovalPolicyDrain), driverSpec(centralDriver, v1alpha1.RemovalPolicyForce)}
-		s.Claims = v1alpha1.ClaimsSpec{GatePods: ptr.To(true), Central: []v1alpha1.CentralDevices{{Driver: centralDriver}}}
+		s.Claims = v1alpha1.ClaimsSpec{GatePods: ptr.To(true), Central: []v1alpha1.CentralDevices{{Driver: centralDriver, Classes: []string{centralClass}}}}
 	})
 
 	var holder *corev1.Pod // kube-scheduler's pod that holds a claim through the upgrade and the Drain
@@ -164,7 +167,7 @@ func TestDriverOnTheRealNode(t *testing.T) {
 	})
 
 	t.Run("a pod the operator placed for its CEL constraint sees exactly its devices", func(t *testing.T) {
-		template(ctx, t, c, driverNS, "adjacent-migs", centralDriver, 2, fmt.Sprintf(mig1g5gb, centralDriver),
+		template(ctx, t, c, driverNS, "adjacent-migs", centralClass, 2, fmt.Sprintf(mig1g5gb, centralDriver),
 			map[string]string{allocator.CELConstraintsAnnotation: adjacentPair(centralDriver)})
 		pod, err := c.Client.CoreV1().Pods(driverNS).Create(ctx, podWithClaim(driverNS, "central-reader", "adjacent-migs", 3600), metav1.CreateOptions{})
 		if err != nil {
@@ -295,6 +298,9 @@ func TestDriverOnTheRealNode(t *testing.T) {
 	})
 
 	t.Run("Force removal with a running pod reports what it left", func(t *testing.T) {
+		if centralClaim == nil {
+			t.Fatal("no central claim to hold through the removal: the CEL pod's subtest failed")
+		}
 		writeStack(ctx, t, crc, func(s *v1alpha1.DRAStackSpec) { s.Drivers = nil })
 		claimRef := driverNS + "/" + centralClaim.Name
 		eventually(ctx, t, "a ForceRemovalWithClaims Warning naming "+claimRef, func(ctx context.Context) error {
