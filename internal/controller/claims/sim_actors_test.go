@@ -24,6 +24,7 @@ import (
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/handover"
 )
 
 type ctrlResult = ctrl.Result
@@ -132,6 +133,9 @@ func (s *simScheduler) cycle() {
 			}
 		}
 		if results == nil {
+			// Its filter failed on every node: the verdict kube-scheduler
+			// writes before its next cycle.
+			s.verdict(pod, corev1.PodReasonUnschedulable, fmt.Sprintf("0/%d nodes are available: %d cannot allocate all claims.", simNodes, simNodes))
 			return
 		}
 	}
@@ -186,7 +190,7 @@ func (s *simScheduler) inputs() allocator.Inputs {
 		}
 	}
 	f := allocator.FeaturesOf(nil)
-	f.DeviceTaints, f.DeviceTaintRules = true, true
+	f.DeviceTaints, f.DeviceTaintRules, f.AdminAccess = true, true, true
 	in.Features = &f
 	return in
 }
@@ -211,6 +215,10 @@ func (s *simScheduler) bind() {
 			// informer shows them (the assume cache).
 			for _, uid := range b.fresh {
 				delete(s.assumed, uid)
+			}
+			// The binding failure's verdict, at the end of the cycle.
+			if o, ok := w.store.get(kPod, b.pod.String()); ok {
+				s.verdict(o.(*corev1.Pod), corev1.PodReasonSchedulerError, "running PreBind plugin \"DynamicResources\": "+err.Error())
 			}
 		} else {
 			s.bound[s.podUID(b.pod)] = true
@@ -291,6 +299,36 @@ func (s *simScheduler) unreserve(written *resourceapi.ResourceClaim, b simBindin
 	}
 }
 
+// verdict writes kube-scheduler's refusal of an unbound pod (PodScheduled
+// False), as its updatePod does: only when the condition changes, with its
+// managedFields entry stamped by the API server (whole seconds).
+func (s *simScheduler) verdict(pod *corev1.Pod, reason, msg string) {
+	w := s.w
+	o, ok := w.store.get(kPod, keyOf(pod))
+	if !ok || o.GetUID() != pod.UID {
+		return
+	}
+	p := o.(*corev1.Pod).DeepCopy()
+	if p.Spec.NodeName != "" {
+		return
+	}
+	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+	i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodScheduled })
+	switch {
+	case i < 0:
+		p.Status.Conditions = append(p.Status.Conditions, cond)
+	case p.Status.Conditions[i].Status == cond.Status && p.Status.Conditions[i].Reason == reason && p.Status.Conditions[i].Message == msg:
+		return
+	default:
+		p.Status.Conditions[i] = cond
+	}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: claimpolicy.SchedulerName, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
+		Time: ptr.To(metav1.NewTime(w.clock.Truncate(time.Second)))}}
+	if err := w.store.replace(p, "status"); err == nil {
+		w.logf("kube-scheduler: pod %s refused (%s)", p.Name, reason)
+	}
+}
+
 func (s *simScheduler) assumedFor(c *resourceapi.ResourceClaim) bool { return true }
 
 func (s *simScheduler) podUID(key types.NamespacedName) types.UID {
@@ -300,9 +338,10 @@ func (s *simScheduler) podUID(key types.NamespacedName) types.UID {
 	return ""
 }
 
-// allocationNode is the node an allocation of node-local devices is for.
+// allocationNode is the node an allocation of node-local devices is for
+// ("" for the canary's device, which every node reaches).
 func allocationNode(a *resourceapi.AllocationResult) string {
-	if a == nil || len(a.Devices.Results) == 0 {
+	if a == nil || len(a.Devices.Results) == 0 || a.Devices.Results[0].Driver != simDriver {
 		return ""
 	}
 	return a.Devices.Results[0].Pool
@@ -346,8 +385,11 @@ func (w *simWorld) kcm() {
 // workload creates and deletes pods and claims.
 func (w *simWorld) workload() {
 	st := w.store
-	pods := st.list(kPod)
-	claims := st.list(kClaim)
+	// The tenants' objects (the operator's namespace holds the join
+	// barrier's canaries).
+	operators := func(o client.Object) bool { return o.GetNamespace() != simNS }
+	pods := slices.DeleteFunc(st.list(kPod), operators)
+	claims := slices.DeleteFunc(st.list(kClaim), operators)
 	switch p := w.rng.Float64(); {
 	case p < 0.35 && len(pods) < 8 && len(claims) < 14:
 		w.names++
@@ -643,6 +685,11 @@ func (w *simWorld) checkDevices() *violation {
 			continue
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
+			if ptr.Deref(r.AdminAccess, false) {
+				// Admin access shares the device (the join barrier's
+				// canary claims).
+				continue
+			}
 			d := r.Driver + "/" + r.Pool + "/" + r.Device
 			if other, ok := holder[d]; ok && other != c.Name {
 				return &violation{step: w.step, what: fmt.Sprintf("device %s is allocated to claims %s and %s", d, other, c.Name)}
@@ -749,6 +796,9 @@ func (w *simWorld) checkSettled() *violation {
 	if n, _ := leader.r.ledger.Pending(); n > 0 {
 		return &violation{step: w.step, what: fmt.Sprintf("%d reservations never ended", n)}
 	}
+	if v := w.checkJoins(leader); v != nil {
+		return v
+	}
 	cfg := leader.r.cfg.get()
 	for _, o := range w.store.list(kPod) {
 		p := o.(*corev1.Pod)
@@ -782,6 +832,29 @@ func (w *simWorld) checkSettled() *violation {
 		}
 	}
 	return w.checkGangs(leader)
+}
+
+// checkJoins is I3 for the join barrier: once the world is quiet, every
+// central pool rule has joined, except while a pod it waits for is neither
+// bound nor refused again (the residual of docs/allocation-protocol.md:
+// kube-scheduler writes no new refusal when its verdict is unchanged).
+func (w *simWorld) checkJoins(leader *simOperator) *violation {
+	j := leader.jn
+	for _, o := range w.store.list(kRule) {
+		rule := o.(*resourceapi.DeviceTaintRule)
+		if !handover.PoolRule(rule) || handover.Joined(rule) {
+			continue
+		}
+		state := "no round"
+		if round := j.round; round != nil {
+			state = fmt.Sprintf("round %s cleared %v attempt %d refused %v", round.id, round.cleared, round.attempt, round.refusal != nil)
+			if ws := round.waits[rule.Name]; round.refusal != nil && ws != nil && ws.open() > 0 {
+				continue
+			}
+		}
+		return &violation{step: w.step, what: fmt.Sprintf("central rule %s (generation %d) has not joined after settling (%s)", rule.Name, rule.Generation, state)}
+	}
+	return nil
 }
 
 // placeable asks the engine, on the settled state as the operator sees it,

@@ -215,6 +215,7 @@ type simOperator struct {
 	r       *Reconciler
 	pl      *placementReconciler
 	tr      *taintReconciler
+	jn      *joinReconciler
 	cache   *simCache
 	queue   map[simItem]time.Time
 	elected bool
@@ -244,8 +245,9 @@ func (w *simWorld) startOperator() *simOperator {
 		Client:       &simWriter{simReader: cached, w: w, from: op.name},
 		APIReader:    api,
 		Engines:      map[string]allocator.Engine{string(v1alpha1.EngineNative): native.New()},
-		Now:          w.now,
-		serialWrites: true,
+		Now:            w.now,
+		FenceNamespace: simOperatorNS,
+		serialWrites:   true,
 	}
 	r.fence = fence.New(fence.Options{Client: &simWriter{simReader: api, w: w, from: op.name}, Reader: api,
 		Namespace: simOperatorNS, Identity: op.name, Sleep: func(time.Duration) {},
@@ -257,6 +259,8 @@ func (w *simWorld) startOperator() *simOperator {
 	r.taintRules = true
 	r.source.taintRules = true
 	op.r, op.pl, op.tr = r, &placementReconciler{r: r}, &taintReconciler{r: r}
+	op.jn = newJoinReconciler(r)
+	op.jn.newRoundID = func() string { w.names++; return fmt.Sprintf("r%d", w.names) }
 	// The informers' first lists may be served from the watch cache, a
 	// little behind.
 	for _, k := range simKinds {
@@ -273,11 +277,16 @@ func (w *simWorld) startOperator() *simOperator {
 // deliverTo delivers the next event of kind to op and runs its handlers,
 // as the watches of setup.go do.
 func (w *simWorld) deliverTo(op *simOperator, kind string) bool {
+	var old client.Object
+	if i := op.cache.cursor[kind]; kind == kPod && i < len(w.store.log[kind]) {
+		old = op.cache.objs[kind][keyOf(w.store.log[kind][i].obj)]
+	}
 	ev, ok := op.cache.deliver(w.store, kind)
 	if !ok {
 		return false
 	}
 	r := op.r
+	w.joinEvent(op, kind, old, ev)
 	switch kind {
 	case kClaim:
 		// Two handlers of one informer run in no set order: the claim
@@ -313,6 +322,35 @@ func (w *simWorld) deliverTo(op *simOperator, kind string) bool {
 		w.enqueueAll(op)
 	}
 	return true
+}
+
+// joinEvent runs the join loop's handlers (setupJoin) on an event.
+func (w *simWorld) joinEvent(op *simOperator, kind string, old client.Object, ev simEvent) {
+	j := op.jn
+	look := false
+	switch kind {
+	case kStack, kRule:
+		look = true
+	case kSlice, kClass:
+		look = handover.IsCanary(ev.obj)
+	case kClaim:
+		look = j.isWatched(ev.obj.GetUID())
+	case kPod:
+		p := ev.obj.(*corev1.Pod)
+		switch {
+		case ev.typ == watch.Deleted:
+			look = j.podDeleted(p)
+		case old != nil:
+			look = j.podUpdated(old.(*corev1.Pod), p)
+		default:
+			look = j.podRelevant(p)
+		}
+	}
+	if look {
+		// An event makes the item ready at once, as a workqueue's Add
+		// does for an item that waits for its requeue time.
+		op.queue[simItem{"join", joinKey.NamespacedName}] = time.Time{}
+	}
 }
 
 // handleFeed runs the claim loop's handler on the oldest claim event.
@@ -399,6 +437,7 @@ func (w *simWorld) beginTerm(op *simOperator) {
 	if op.ready {
 		w.enqueueAll(op)
 		op.add("taint", taintKey.NamespacedName)
+		op.add("join", joinKey.NamespacedName)
 	}
 }
 
@@ -430,11 +469,15 @@ func (w *simWorld) reconcile(op *simOperator) bool {
 		res, err = op.pl.Reconcile(ctx, reqOf(it.key.Namespace, it.key.Name))
 	case "taint":
 		res, err = op.tr.Reconcile(ctx, taintKey)
+	case "join":
+		res, err = op.jn.Reconcile(ctx, joinKey)
 	}
 	w.logf("%s: reconcile %s %s -> %v %v", op.name, it.loop, it.key, res.RequeueAfter, err)
 	switch {
 	case err != nil:
 		op.queue[it] = w.clock.Add(100 * time.Millisecond)
+	case res.Requeue: //nolint:staticcheck // the join loop's endRound asks for it
+		op.queue[it] = w.clock
 	case res.RequeueAfter > 0:
 		if at, ok := op.queue[it]; !ok || at.After(w.clock.Add(res.RequeueAfter)) {
 			op.queue[it] = w.clock.Add(res.RequeueAfter)
