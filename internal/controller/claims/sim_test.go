@@ -44,9 +44,9 @@ func TestSimulation(t *testing.T) {
 	start := time.Now()
 	var (
 		next, steps, allocs, joins atomic.Int64
-		mu                  sync.Mutex
-		failed              []string
-		wg                  sync.WaitGroup
+		mu                         sync.Mutex
+		failed                     []string
+		wg                         sync.WaitGroup
 	)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)

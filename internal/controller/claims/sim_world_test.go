@@ -242,9 +242,9 @@ func (w *simWorld) startOperator() *simOperator {
 	cached := &simReader{w: w, cache: op.cache}
 	api := &simReader{w: w}
 	r := &Reconciler{
-		Client:       &simWriter{simReader: cached, w: w, from: op.name},
-		APIReader:    api,
-		Engines:      map[string]allocator.Engine{string(v1alpha1.EngineNative): native.New()},
+		Client:         &simWriter{simReader: cached, w: w, from: op.name},
+		APIReader:      api,
+		Engines:        map[string]allocator.Engine{string(v1alpha1.EngineNative): native.New()},
 		Now:            w.now,
 		FenceNamespace: simOperatorNS,
 		serialWrites:   true,
