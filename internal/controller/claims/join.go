@@ -404,7 +404,7 @@ func (j *joinReconciler) runRound(ctx context.Context, stack *v1alpha1.DRAStack,
 	}
 	switch {
 	case !round.cleared:
-		return j.awaitClearance(ctx, stack)
+		return j.awaitClearance(ctx, stack, cur)
 	case round.refusal == nil:
 		return j.awaitRefusal(ctx, stack, cur)
 	}
@@ -427,7 +427,12 @@ func (j *joinReconciler) endRound(ctx context.Context) (ctrl.Result, error) {
 // device (no earlier round's rule whose deletion it has not seen, no
 // administrator's rule). Only then can a refusal of the canary be the
 // round's rule's doing.
-func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRAStack) (ctrl.Result, error) {
+//
+// A canary rule of another round that is still there (a process that lost
+// its lease started a round after this one, and stopped before it ended
+// it) keeps the clearance pod out for good: the round ends, and the next
+// one deletes that rule and tolerates its taint.
+func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRAStack, cur map[string]*resourceapi.DeviceTaintRule) (ctrl.Result, error) {
 	round := j.round
 	pod, err := j.canary.pod(ctx, round.id, handover.Clearance)
 	if err != nil {
@@ -439,6 +444,12 @@ func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRA
 		return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round.id, handover.Clearance, j.tolerated)
 	}
 	if state, _ := handover.Canary(pod); state != handover.CanaryBound {
+		for _, name := range slices.Sorted(maps.Keys(cur)) {
+			if other := handover.RoundOf(cur[name]); other != "" && other != round.id {
+				log.FromContext(ctx).Info("Another round's canary rule taints the canary device; starting a new round", "round", round.id, "rule", name)
+				return j.endRound(ctx)
+			}
+		}
 		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining, "AwaitClearance",
 			"Central pools joining the partition: waiting for kube-scheduler to bind clearance pod %s/%s (it shows that kube-scheduler sees the canary and no other taint on it); until then nobody allocates the devices of %s",
 			pod.Namespace, pod.Name, listNames(slices.Sorted(maps.Keys(round.covered))))

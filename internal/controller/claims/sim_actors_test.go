@@ -835,22 +835,27 @@ func (w *simWorld) checkSettled() *violation {
 }
 
 // checkJoins is I3 for the join barrier: once the world is quiet, every
-// central pool rule has joined, except while a pod it waits for is neither
-// bound nor refused again (the residual of docs/allocation-protocol.md:
-// kube-scheduler writes no new refusal when its verdict is unchanged).
+// central pool rule has joined, except while the round under way waits for
+// a pod that is neither bound nor refused again (the residual of
+// docs/allocation-protocol.md: kube-scheduler writes no new refusal when
+// its verdict is unchanged; a rule made after the round began waits for
+// the next round).
 func (w *simWorld) checkJoins(leader *simOperator) *violation {
 	j := leader.jn
+	stuck := false
+	if round := j.round; round != nil && round.refusal != nil {
+		for _, ws := range round.waits {
+			stuck = stuck || ws.open() > 0
+		}
+	}
 	for _, o := range w.store.list(kRule) {
 		rule := o.(*resourceapi.DeviceTaintRule)
-		if !handover.PoolRule(rule) || handover.Joined(rule) {
+		if !handover.PoolRule(rule) || handover.Joined(rule) || stuck {
 			continue
 		}
 		state := "no round"
 		if round := j.round; round != nil {
 			state = fmt.Sprintf("round %s cleared %v attempt %d refused %v", round.id, round.cleared, round.attempt, round.refusal != nil)
-			if ws := round.waits[rule.Name]; round.refusal != nil && ws != nil && ws.open() > 0 {
-				continue
-			}
 		}
 		return &violation{step: w.step, what: fmt.Sprintf("central rule %s (generation %d) has not joined after settling (%s)", rule.Name, rule.Generation, state)}
 	}
