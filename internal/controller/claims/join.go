@@ -428,10 +428,12 @@ func (j *joinReconciler) endRound(ctx context.Context) (ctrl.Result, error) {
 // administrator's rule). Only then can a refusal of the canary be the
 // round's rule's doing.
 //
-// A canary rule of another round that is still there (a process that lost
-// its lease started a round after this one, and stopped before it ended
-// it) keeps the clearance pod out for good: the round ends, and the next
-// one deletes that rule and tolerates its taint.
+// A canary rule of another round that this process did not delete (a
+// process that lost its lease started a round after this one, and stopped
+// before it ended it) keeps the clearance pod out for good: once
+// kube-scheduler refused the clearance pod while the cache shows such a
+// rule, the round ends, and the next one deletes that rule and tolerates
+// its taint.
 func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRAStack, cur map[string]*resourceapi.DeviceTaintRule) (ctrl.Result, error) {
 	round := j.round
 	pod, err := j.canary.pod(ctx, round.id, handover.Clearance)
@@ -445,7 +447,8 @@ func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRA
 	}
 	if state, _ := handover.Canary(pod); state != handover.CanaryBound {
 		for _, name := range slices.Sorted(maps.Keys(cur)) {
-			if other := handover.RoundOf(cur[name]); other != "" && other != round.id {
+			other := handover.RoundOf(cur[name])
+			if state == handover.CanaryRefused && other != "" && other != round.id && !slices.Contains(j.tolerated, other) {
 				log.FromContext(ctx).Info("Another round's canary rule taints the canary device; starting a new round", "round", round.id, "rule", name)
 				return j.endRound(ctx)
 			}

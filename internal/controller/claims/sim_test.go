@@ -127,6 +127,7 @@ var simProblems = []struct {
 	{"1: an ambiguous write frees its devices", protocolSwitches{ambiguousFrees: true}, nil},
 	{"2: reservations expire by age", protocolSwitches{expireAfter: 100 * time.Millisecond}, nil},
 	{"3: writes of a deposed leader are not fenced", protocolSwitches{noFence: true}, nil},
+	{"4: a pool joins the partition while kube-scheduler may still write allocations of it", protocolSwitches{noJoin: true}, nil},
 	{"5: a device leaves the partition while an allocation holds it", protocolSwitches{noHolds: true}, func(o *simOptions) { o.leaveAfterWrite = true }},
 	{"6: claims that tolerate the central taint are admitted", protocolSwitches{}, func(o *simOptions) { o.admitTolerations = true }},
 	{"8: a partial placement is never undone", protocolSwitches{noUndo: true}, nil},
