@@ -151,6 +151,9 @@ func (s *simScheduler) cycle() {
 		s.assumed[c.UID] = a
 		b.claims = append(b.claims, cc)
 		b.fresh = append(b.fresh, c.UID)
+		if w.opts.joinAfterAssume && allocationNode(a) != "" {
+			w.lastAssumed = allocationNode(a)
+		}
 		w.logf("kube-scheduler: assumes %s gets %s", c.Name, deviceList(a))
 	}
 	b.claims = append(b.claims, allocated...)
@@ -511,7 +514,8 @@ func (w *simWorld) partitionEdit() {
 		// join again.
 		for _, o := range st.list(kRule) {
 			rule := o.(*resourceapi.DeviceTaintRule)
-			if central.Owned(rule) && rule.Spec.DeviceSelector != nil && rule.Spec.DeviceSelector.Pool != nil && !w.poolHeld(*rule.Spec.DeviceSelector.Pool) {
+			if central.Owned(rule) && rule.Spec.DeviceSelector != nil && rule.Spec.DeviceSelector.Pool != nil && !w.poolHeld(*rule.Spec.DeviceSelector.Pool) && !w.writesInFlight() {
+				w.adminDeleted[rule.UID] = true
 				_ = st.remove(o, nil)
 				w.logf("admin: central rule %s deleted", o.GetName())
 				return
@@ -526,6 +530,9 @@ func (w *simWorld) partitionEdit() {
 		pool = w.lastWrite
 	}
 	e := &stack.Spec.Claims.Central[0]
+	if w.opts.joinAfterAssume && w.lastAssumed != "" && !slices.Contains(e.Pools, w.lastAssumed) {
+		pool, w.lastAssumed = w.lastAssumed, ""
+	}
 	if i := slices.Index(e.Pools, pool); i >= 0 {
 		e.Pools = slices.Delete(e.Pools, i, i+1)
 	} else if w.opts.joins {
@@ -538,6 +545,38 @@ func (w *simWorld) partitionEdit() {
 	}
 	if err := st.replace(stack, ""); err == nil {
 		w.logf("admin: central pools now %v", e.Pools)
+	}
+}
+
+// writesInFlight says whether an operator's write may still commit: a
+// reservation not ended, or a request queued in the API server.
+func (w *simWorld) writesInFlight() bool {
+	for _, op := range w.ops {
+		if n, _ := op.r.ledger.Pending(); n > 0 {
+			return true
+		}
+	}
+	return len(w.delayed) > 0
+}
+
+// excuse notes an operator's allocation sent while its cache still showed
+// a central rule of the pool that an administrator deleted: the operator
+// could not know yet, and kube-scheduler may already give the device to
+// another claim (what the admission policies exist to prevent). The
+// protocol answers for what the operator decides once it sees the
+// deletion: the pool is used again only after it joined again.
+func (w *simWorld) excuse(from string, c *resourceapi.ResourceClaim) {
+	pool := allocationNode(c.Status.Allocation)
+	for _, op := range w.ops {
+		if op.name != from {
+			continue
+		}
+		for _, o := range op.cache.objs[kRule] {
+			if sel := o.(*resourceapi.DeviceTaintRule).Spec.DeviceSelector; w.adminDeleted[o.GetUID()] && sel != nil && sel.Pool != nil && *sel.Pool == pool {
+				w.excused[c.UID] = true
+				w.logf("%s: allocation of %s sent before it saw the deletion of rule %s", from, c.Name, o.GetName())
+			}
+		}
 	}
 }
 
@@ -635,7 +674,7 @@ func (w *simWorld) stepOnce(quiet bool) bool {
 	case p < 0.9:
 		w.workload()
 		did = true
-	case p < 0.92 && w.opts.partition && (w.step > 150 || (w.opts.leaveAfterWrite && w.lastWrite != "")):
+	case p < 0.92 && w.opts.partition && (w.step > 150 || (w.opts.leaveAfterWrite && w.lastWrite != "") || (w.opts.joinAfterAssume && w.lastAssumed != "")):
 		// Once the cluster is busy: a pool that leaves then holds
 		// allocations kube-scheduler would want.
 		w.partitionEdit()
@@ -681,7 +720,7 @@ func (w *simWorld) checkDevices() *violation {
 	holder := map[string]string{}
 	for _, o := range w.store.list(kClaim) {
 		c := o.(*resourceapi.ResourceClaim)
-		if c.Status.Allocation == nil {
+		if c.Status.Allocation == nil || w.excused[c.UID] {
 			continue
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {

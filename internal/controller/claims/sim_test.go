@@ -127,7 +127,7 @@ var simProblems = []struct {
 	{"1: an ambiguous write frees its devices", protocolSwitches{ambiguousFrees: true}, nil},
 	{"2: reservations expire by age", protocolSwitches{expireAfter: 100 * time.Millisecond}, nil},
 	{"3: writes of a deposed leader are not fenced", protocolSwitches{noFence: true}, nil},
-	{"4: a pool joins the partition while kube-scheduler may still write allocations of it", protocolSwitches{noJoin: true}, nil},
+	{"4: a pool joins the partition while kube-scheduler may still write allocations of it", protocolSwitches{noJoin: true}, func(o *simOptions) { o.joinAfterAssume = true }},
 	{"5: a device leaves the partition while an allocation holds it", protocolSwitches{noHolds: true}, func(o *simOptions) { o.leaveAfterWrite = true }},
 	{"6: claims that tolerate the central taint are admitted", protocolSwitches{}, func(o *simOptions) { o.admitTolerations = true }},
 	{"8: a partial placement is never undone", protocolSwitches{noUndo: true}, nil},
@@ -178,6 +178,18 @@ func TestSimulationFindsEachProblem(t *testing.T) {
 				return
 			}
 			t.Log(what)
+			if p.off == (protocolSwitches{}) {
+				return
+			}
+			// The same schedule with the protection on holds.
+			opts := simFullOptions()
+			if p.steer != nil {
+				p.steer(&opts)
+			}
+			w := newSimWorld(uint64(found.Load()), opts)
+			if v := w.run(); v != nil {
+				t.Errorf("seed %d with the protection on: step %d: %s", found.Load(), v.step, v.what)
+			}
 		})
 	}
 }

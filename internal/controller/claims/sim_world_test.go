@@ -66,6 +66,9 @@ type simOptions struct {
 	// leaveAfterWrite steers the partition edits: a pool the operator
 	// just wrote an allocation of leaves the partition a few steps later.
 	leaveAfterWrite bool
+	// joinAfterAssume steers the partition edits: a pool kube-scheduler
+	// just assumed an allocation of joins the partition.
+	joinAfterAssume bool
 	// gangs puts some operator pods into gangs (sim_gang_test.go).
 	gangs bool
 }
@@ -88,6 +91,14 @@ type simWorld struct {
 	// lastWrite is the pool of the operator's latest allocation write
 	// (leaveAfterWrite).
 	lastWrite string
+	// lastAssumed is the pool of kube-scheduler's latest assumed
+	// allocation (joinAfterAssume).
+	lastAssumed string
+	// adminDeleted are the central rules an administrator deleted, and
+	// excused the claims the operator allocated before it saw such a
+	// deletion (excuse).
+	adminDeleted map[types.UID]bool
+	excused      map[types.UID]bool
 	// allocations counts the operator's allocation writes answered
 	// without an error: a run that allocates nothing checks nothing.
 	allocations int
@@ -106,7 +117,8 @@ type delayedRequest struct {
 
 func newSimWorld(seed uint64, opts simOptions) *simWorld {
 	w := &simWorld{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), opts: opts, store: newSimStore(),
-		clock: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), faultOn: opts.faults}
+		clock: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), faultOn: opts.faults,
+		adminDeleted: map[types.UID]bool{}, excused: map[types.UID]bool{}}
 	w.setup()
 	w.setupLog = map[string]int{}
 	for _, k := range simKinds {
@@ -177,6 +189,9 @@ func (w *simWorld) setup() {
 // injector: it commits now, fails before committing, commits and then
 // fails (the client sees a timeout), or is queued and commits later.
 func (w *simWorld) request(from string, obj client.Object, apply func(client.Object) error) error {
+	if c, ok := obj.(*resourceapi.ResourceClaim); ok && c.Status.Allocation != nil && len(w.adminDeleted) > 0 {
+		w.excuse(from, c)
+	}
 	if !w.faultOn {
 		return apply(obj)
 	}
