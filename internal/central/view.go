@@ -1,6 +1,7 @@
 package central
 
 import (
+	"hash/fnv"
 	"regexp"
 	"slices"
 	"strconv"
@@ -98,8 +99,14 @@ func ClassSelector(class string) string {
 // withCentralAttribute returns a copy of a central slice whose devices
 // carry CentralAttribute (withOwnDevices, each device with a new map of
 // attributes).
+//
+// The copy's resourceVersion gets a suffix that names the attribute values:
+// an engine may keep selector results per slice version (the native
+// engine does), and the attribute changes without the slice changing
+// when a pool joins or leaves the partition or an entry's classes change.
 func withCentralAttribute(p *Partition, s *resourcev1.ResourceSlice) *resourcev1.ResourceSlice {
 	cp := withOwnDevices(s)
+	values := fnv.New64a()
 	for i := range cp.Spec.Devices {
 		d := &cp.Spec.Devices[i]
 		var b strings.Builder
@@ -121,12 +128,16 @@ func withCentralAttribute(p *Partition, s *resourcev1.ResourceSlice) *resourcev1
 			}
 		}
 		value := b.String()
+		_, _ = values.Write([]byte(value))
 		attrs := make(map[resourcev1.QualifiedName]resourcev1.DeviceAttribute, len(d.Attributes)+1)
 		for k, v := range d.Attributes {
 			attrs[k] = v
 		}
 		attrs[CentralAttribute] = resourcev1.DeviceAttribute{StringValue: &value}
 		d.Attributes = attrs
+	}
+	if cp.ResourceVersion != "" {
+		cp.ResourceVersion += "+central-" + strconv.FormatUint(values.Sum64(), 36)
 	}
 	return cp
 }

@@ -237,3 +237,49 @@ func TestScoped(t *testing.T) {
 		})
 	}
 }
+
+// One engine keeps serving the operator across a join: the native engine
+// keeps selector results per slice version, and a pool's joining adds the
+// central attribute to its devices while the slice stays at the same
+// resourceVersion. The engine view gives its copies a version of their
+// own, so a session after the join does not reuse the results of one
+// before it (found by the allocation simulation: a pool that joined stayed
+// unusable until its slice changed).
+func TestEngineViewVersionsTheCentralAttribute(t *testing.T) {
+	entries := []v1alpha1.CentralDevices{{Driver: "gpu", Pools: []string{"p"}, Classes: []string{"gpu-central"}}}
+	slice := tainted(nodeSlice("gpu-p", "gpu", "p", "n1", "d0"))
+	slice.UID, slice.ResourceVersion = "uid-slice", "7"
+	nodes := []*corev1.Node{namedNode("n1")}
+	p, err := NewPartition(Inputs{Entries: entries, Slices: []*resourcev1.ResourceSlice{slice}, Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu-central"},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: ClassSelector("gpu-central")}}}}}
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "uid-c", ResourceVersion: "9"},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu-central", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1},
+		}}}},
+	}
+	scoped, _ := Scoped(claim, entries, false)
+	engine := native.New()
+	allocate := func(joined bool) error {
+		view := EngineView(p, []*resourcev1.ResourceSlice{slice}, nil, func(PoolID) bool { return joined })
+		sess, err := engine.NewSession(context.Background(), allocator.Inputs{Slices: view, Classes: []*resourcev1.DeviceClass{class}, Nodes: nodes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = sess.Allocate(context.Background(), []*resourcev1.ResourceClaim{scoped}, allocator.Options{Node: "n1"})
+		return err
+	}
+	if err := allocate(false); !errors.Is(err, allocator.ErrUnsatisfiable) {
+		t.Fatalf("before the join: Allocate = %v, want unsatisfiable", err)
+	}
+	if err := allocate(true); err != nil {
+		t.Fatalf("after the join, with the same engine: Allocate = %v, want the device", err)
+	}
+	if slice.ResourceVersion != "7" {
+		t.Fatalf("EngineView modified its input's resourceVersion: %s", slice.ResourceVersion)
+	}
+}

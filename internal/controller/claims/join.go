@@ -93,6 +93,10 @@ type joinReconciler struct {
 	// written are the joins this loop recorded that the cache may not
 	// show yet: they start no new round.
 	written map[handover.RuleRef]bool
+	// newRoundID names a new round: random, so that a round of another
+	// process (or of this one before a restart) never shares its canary
+	// objects; the simulation sets a deterministic one.
+	newRoundID func() string
 }
 
 // joinRound is one barrier round.
@@ -161,7 +165,8 @@ func (r *Reconciler) setupJoin(mgr ctrl.Manager, mcache cache.Cache) error {
 // newJoinReconciler returns the join loop of r, with no barrier under way.
 func newJoinReconciler(r *Reconciler) *joinReconciler {
 	j := &joinReconciler{r: r, canary: canary{r: r, namespace: r.FenceNamespace, image: handover.PauseImage},
-		reported: map[string]string{}, written: map[handover.RuleRef]bool{}}
+		reported: map[string]string{}, written: map[handover.RuleRef]bool{},
+		newRoundID: func() string { return strings.ToLower(rand.Text()[:10]) }}
 	j.verdicts.at = map[types.UID]ledger.Version{}
 	return j
 }
@@ -191,31 +196,46 @@ func filtered[T client.Object](match func(client.Object) bool, enqueue func(queu
 // evidence that a waiter's binding cycle is over) and queues the loop for
 // canary pods and waiters.
 func (j *joinReconciler) podHandler(enqueue func(queue)) handler.TypedEventHandler[*corev1.Pod, reconcile.Request] {
-	relevant := func(p *corev1.Pod) bool { return handover.IsCanary(p) || j.isWatched(p.UID) }
 	return handler.TypedFuncs[*corev1.Pod, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*corev1.Pod], q queue) {
-			if relevant(e.Object) {
+			if j.podRelevant(e.Object) {
 				enqueue(q)
 			}
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Pod], q queue) {
-			cur := e.ObjectNew
-			if v, ok := handover.VerdictChanged(e.ObjectOld, cur); ok {
-				j.verdicts.note(cur.UID, v)
-			} else if cur.Spec.NodeName != "" {
-				j.verdicts.forget(cur.UID)
-			}
-			if relevant(cur) {
+			if j.podUpdated(e.ObjectOld, e.ObjectNew) {
 				enqueue(q)
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*corev1.Pod], q queue) {
-			j.verdicts.forget(e.Object.UID)
-			if relevant(e.Object) {
+			if j.podDeleted(e.Object) {
 				enqueue(q)
 			}
 		},
 	}
+}
+
+// podRelevant: the loop looks at a canary pod's or a waiter's events.
+func (j *joinReconciler) podRelevant(p *corev1.Pod) bool {
+	return handover.IsCanary(p) || j.isWatched(p.UID)
+}
+
+// podUpdated notes a new refusal in an update of a pod the watch
+// delivered, and says whether the loop should look.
+func (j *joinReconciler) podUpdated(old, cur *corev1.Pod) bool {
+	if v, ok := handover.VerdictChanged(old, cur); ok {
+		j.verdicts.note(cur.UID, v)
+	} else if cur.Spec.NodeName != "" {
+		j.verdicts.forget(cur.UID)
+	}
+	return j.podRelevant(cur)
+}
+
+// podDeleted forgets a deleted pod's refusals, and says whether the loop
+// should look.
+func (j *joinReconciler) podDeleted(p *corev1.Pod) bool {
+	j.verdicts.forget(p.UID)
+	return j.podRelevant(p)
 }
 
 // verdictLog remembers, per unbound pod, the version of the last new
@@ -348,11 +368,11 @@ func (j *joinReconciler) forget() {
 // startRound begins a round covering the pending rules: the canary rule,
 // created after them, then the clearance pod.
 func (j *joinReconciler) startRound(ctx context.Context, stack *v1alpha1.DRAStack, pending []handover.RuleRef) (ctrl.Result, error) {
-	id := strings.ToLower(rand.Text()[:10])
+	id := j.newRoundID()
 	if err := j.cleanup(ctx, id, false); err != nil {
 		return ctrl.Result{}, err
 	}
-	round := &joinRound{id: id, started: time.Now(), covered: map[string]handover.RuleRef{}}
+	round := &joinRound{id: id, started: j.r.now(), covered: map[string]handover.RuleRef{}}
 	for _, ref := range pending {
 		round.covered[ref.Name] = ref
 	}
@@ -384,7 +404,7 @@ func (j *joinReconciler) runRound(ctx context.Context, stack *v1alpha1.DRAStack,
 	}
 	switch {
 	case !round.cleared:
-		return j.awaitClearance(ctx, stack)
+		return j.awaitClearance(ctx, stack, cur)
 	case round.refusal == nil:
 		return j.awaitRefusal(ctx, stack, cur)
 	}
@@ -407,7 +427,14 @@ func (j *joinReconciler) endRound(ctx context.Context) (ctrl.Result, error) {
 // device (no earlier round's rule whose deletion it has not seen, no
 // administrator's rule). Only then can a refusal of the canary be the
 // round's rule's doing.
-func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRAStack) (ctrl.Result, error) {
+//
+// A canary rule of another round that this process did not delete (a
+// process that lost its lease started a round after this one, and stopped
+// before it ended it) keeps the clearance pod out for good: once
+// kube-scheduler refused the clearance pod while the cache shows such a
+// rule, the round ends, and the next one deletes that rule and tolerates
+// its taint.
+func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRAStack, cur map[string]*resourceapi.DeviceTaintRule) (ctrl.Result, error) {
 	round := j.round
 	pod, err := j.canary.pod(ctx, round.id, handover.Clearance)
 	if err != nil {
@@ -419,6 +446,13 @@ func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRA
 		return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round.id, handover.Clearance, j.tolerated)
 	}
 	if state, _ := handover.Canary(pod); state != handover.CanaryBound {
+		for _, name := range slices.Sorted(maps.Keys(cur)) {
+			other := handover.RoundOf(cur[name])
+			if state == handover.CanaryRefused && other != "" && other != round.id && !slices.Contains(j.tolerated, other) {
+				log.FromContext(ctx).Info("Another round's canary rule taints the canary device; starting a new round", "round", round.id, "rule", name)
+				return j.endRound(ctx)
+			}
+		}
 		j.report(ctx, stack, round.id, corev1.EventTypeNormal, EventPoolsJoining, "AwaitClearance",
 			"Central pools joining the partition: waiting for kube-scheduler to bind clearance pod %s/%s (it shows that kube-scheduler sees the canary and no other taint on it); until then nobody allocates the devices of %s",
 			pod.Namespace, pod.Name, listNames(slices.Sorted(maps.Keys(round.covered))))
@@ -428,7 +462,7 @@ func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRA
 		return ctrl.Result{}, err
 	}
 	round.cleared = true
-	log.FromContext(ctx).V(1).Info("kube-scheduler bound the clearance pod", "round", round.id, "took", time.Since(round.started).String())
+	log.FromContext(ctx).V(1).Info("kube-scheduler bound the clearance pod", "round", round.id, "took", j.r.now().Sub(round.started).String())
 	return ctrl.Result{RequeueAfter: joinPoll}, j.canary.createAttempt(ctx, stack, round.id, 0, j.tolerated)
 }
 
@@ -437,7 +471,7 @@ func (j *joinReconciler) awaitClearance(ctx context.Context, stack *v1alpha1.DRA
 func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRAStack, cur map[string]*resourceapi.DeviceTaintRule) (ctrl.Result, error) {
 	round := j.round
 	if !round.createAt.IsZero() {
-		if wait := time.Until(round.createAt); wait > 0 {
+		if wait := round.createAt.Sub(j.r.now()); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 		if err := j.canary.createAttempt(ctx, stack, round.id, round.attempt, j.tolerated); err != nil {
@@ -467,7 +501,7 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 		}
 		backoff := min(canaryRetryMin<<min(round.attempt, 10), canaryRetryMax)
 		round.attempt++
-		round.createAt = time.Now().Add(backoff)
+		round.createAt = j.r.now().Add(backoff)
 		log.FromContext(ctx).Info("kube-scheduler bound the canary before it saw the canary rule; trying again", "round", round.id, "attempt", round.attempt, "after", backoff.String())
 		return ctrl.Result{RequeueAfter: backoff}, nil
 	}
@@ -509,7 +543,7 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 	for _, w := range waits {
 		n += len(w.waiters)
 	}
-	log.FromContext(ctx).Info("kube-scheduler refused the canary", "round", round.id, "attempts", round.attempt+1, "refusedAt", refusal.Version, "waiters", n, "took", time.Since(round.started).String())
+	log.FromContext(ctx).Info("kube-scheduler refused the canary", "round", round.id, "attempts", round.attempt+1, "refusedAt", refusal.Version, "waiters", n, "took", j.r.now().Sub(round.started).String())
 	return j.awaitWaiters(ctx, stack, cur)
 }
 
@@ -790,9 +824,9 @@ func (j *joinReconciler) join(ctx context.Context, stack *v1alpha1.DRAStack, rul
 	r.ledger.Invalidate()
 	j.written[handover.RefOf(rule)] = true
 	joinsTotal.Inc()
-	joinSeconds.Observe(time.Since(round.started).Seconds())
+	joinSeconds.Observe(r.now().Sub(round.started).Seconds())
 	w := round.waits[rule.Name]
-	log.FromContext(ctx).Info("Central pools joined the partition", "rule", rule.Name, "generation", rule.Generation, "round", round.id, "waiters", len(w.waiters), "took", time.Since(round.started).String())
+	log.FromContext(ctx).Info("Central pools joined the partition", "rule", rule.Name, "generation", rule.Generation, "round", round.id, "waiters", len(w.waiters), "took", j.r.now().Sub(round.started).String())
 	return true, nil
 }
 

@@ -129,6 +129,9 @@ type protocolSwitches struct {
 	noHolds bool
 	// noUndo leaves half placements as they are (problem 8).
 	noUndo bool
+	// noJoin lets the engine use a central pool as soon as the cache
+	// shows its DeviceTaintRule, before the join barrier ran (problem 4).
+	noJoin bool
 }
 
 // termFence is what the loops use of the allocation fence
@@ -159,7 +162,7 @@ func (r *Reconciler) init() {
 		r.APIReader = r.Client
 	}
 	r.released = make(chan event.GenericEvent, 1)
-	r.source = &cacheSource{reader: r.Client, cfg: &r.cfg, taintRules: r.taintRules}
+	r.source = &cacheSource{reader: r.Client, cfg: &r.cfg, taintRules: r.taintRules, off: &r.off}
 	r.ledger = ledger.New(ledger.Options{Source: r.source, Now: r.now})
 	if r.fence == nil {
 		r.fence = fence.New(fence.Options{Client: r.Client, Reader: r.APIReader, Namespace: r.FenceNamespace, Identity: r.Identity,

@@ -24,6 +24,7 @@ import (
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/handover"
 )
 
 type ctrlResult = ctrl.Result
@@ -132,6 +133,9 @@ func (s *simScheduler) cycle() {
 			}
 		}
 		if results == nil {
+			// Its filter failed on every node: the verdict kube-scheduler
+			// writes before its next cycle.
+			s.verdict(pod, corev1.PodReasonUnschedulable, fmt.Sprintf("0/%d nodes are available: %d cannot allocate all claims.", simNodes, simNodes))
 			return
 		}
 	}
@@ -147,6 +151,9 @@ func (s *simScheduler) cycle() {
 		s.assumed[c.UID] = a
 		b.claims = append(b.claims, cc)
 		b.fresh = append(b.fresh, c.UID)
+		if w.opts.joinAfterAssume && allocationNode(a) != "" {
+			w.lastAssumed = allocationNode(a)
+		}
 		w.logf("kube-scheduler: assumes %s gets %s", c.Name, deviceList(a))
 	}
 	b.claims = append(b.claims, allocated...)
@@ -186,7 +193,7 @@ func (s *simScheduler) inputs() allocator.Inputs {
 		}
 	}
 	f := allocator.FeaturesOf(nil)
-	f.DeviceTaints, f.DeviceTaintRules = true, true
+	f.DeviceTaints, f.DeviceTaintRules, f.AdminAccess = true, true, true
 	in.Features = &f
 	return in
 }
@@ -211,6 +218,10 @@ func (s *simScheduler) bind() {
 			// informer shows them (the assume cache).
 			for _, uid := range b.fresh {
 				delete(s.assumed, uid)
+			}
+			// The binding failure's verdict, at the end of the cycle.
+			if o, ok := w.store.get(kPod, b.pod.String()); ok {
+				s.verdict(o.(*corev1.Pod), corev1.PodReasonSchedulerError, "running PreBind plugin \"DynamicResources\": "+err.Error())
 			}
 		} else {
 			s.bound[s.podUID(b.pod)] = true
@@ -291,6 +302,36 @@ func (s *simScheduler) unreserve(written *resourceapi.ResourceClaim, b simBindin
 	}
 }
 
+// verdict writes kube-scheduler's refusal of an unbound pod (PodScheduled
+// False), as its updatePod does: only when the condition changes, with its
+// managedFields entry stamped by the API server (whole seconds).
+func (s *simScheduler) verdict(pod *corev1.Pod, reason, msg string) {
+	w := s.w
+	o, ok := w.store.get(kPod, keyOf(pod))
+	if !ok || o.GetUID() != pod.UID {
+		return
+	}
+	p := o.(*corev1.Pod).DeepCopy()
+	if p.Spec.NodeName != "" {
+		return
+	}
+	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+	i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodScheduled })
+	switch {
+	case i < 0:
+		p.Status.Conditions = append(p.Status.Conditions, cond)
+	case p.Status.Conditions[i].Status == cond.Status && p.Status.Conditions[i].Reason == reason && p.Status.Conditions[i].Message == msg:
+		return
+	default:
+		p.Status.Conditions[i] = cond
+	}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: claimpolicy.SchedulerName, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
+		Time: ptr.To(metav1.NewTime(w.clock.Truncate(time.Second)))}}
+	if err := w.store.replace(p, "status"); err == nil {
+		w.logf("kube-scheduler: pod %s refused (%s)", p.Name, reason)
+	}
+}
+
 func (s *simScheduler) assumedFor(c *resourceapi.ResourceClaim) bool { return true }
 
 func (s *simScheduler) podUID(key types.NamespacedName) types.UID {
@@ -300,9 +341,10 @@ func (s *simScheduler) podUID(key types.NamespacedName) types.UID {
 	return ""
 }
 
-// allocationNode is the node an allocation of node-local devices is for.
+// allocationNode is the node an allocation of node-local devices is for
+// ("" for the canary's device, which every node reaches).
 func allocationNode(a *resourceapi.AllocationResult) string {
-	if a == nil || len(a.Devices.Results) == 0 {
+	if a == nil || len(a.Devices.Results) == 0 || a.Devices.Results[0].Driver != simDriver {
 		return ""
 	}
 	return a.Devices.Results[0].Pool
@@ -346,8 +388,11 @@ func (w *simWorld) kcm() {
 // workload creates and deletes pods and claims.
 func (w *simWorld) workload() {
 	st := w.store
-	pods := st.list(kPod)
-	claims := st.list(kClaim)
+	// The tenants' objects (the operator's namespace holds the join
+	// barrier's canaries).
+	operators := func(o client.Object) bool { return o.GetNamespace() != simNS }
+	pods := slices.DeleteFunc(st.list(kPod), operators)
+	claims := slices.DeleteFunc(st.list(kClaim), operators)
 	switch p := w.rng.Float64(); {
 	case p < 0.35 && len(pods) < 8 && len(claims) < 14:
 		w.names++
@@ -469,7 +514,8 @@ func (w *simWorld) partitionEdit() {
 		// join again.
 		for _, o := range st.list(kRule) {
 			rule := o.(*resourceapi.DeviceTaintRule)
-			if central.Owned(rule) && rule.Spec.DeviceSelector != nil && rule.Spec.DeviceSelector.Pool != nil && !w.poolHeld(*rule.Spec.DeviceSelector.Pool) {
+			if central.Owned(rule) && rule.Spec.DeviceSelector != nil && rule.Spec.DeviceSelector.Pool != nil && !w.poolHeld(*rule.Spec.DeviceSelector.Pool) && !w.writesInFlight() {
+				w.adminDeleted[rule.UID] = true
 				_ = st.remove(o, nil)
 				w.logf("admin: central rule %s deleted", o.GetName())
 				return
@@ -484,6 +530,9 @@ func (w *simWorld) partitionEdit() {
 		pool = w.lastWrite
 	}
 	e := &stack.Spec.Claims.Central[0]
+	if w.opts.joinAfterAssume && w.lastAssumed != "" && !slices.Contains(e.Pools, w.lastAssumed) {
+		pool, w.lastAssumed = w.lastAssumed, ""
+	}
 	if i := slices.Index(e.Pools, pool); i >= 0 {
 		e.Pools = slices.Delete(e.Pools, i, i+1)
 	} else if w.opts.joins {
@@ -496,6 +545,38 @@ func (w *simWorld) partitionEdit() {
 	}
 	if err := st.replace(stack, ""); err == nil {
 		w.logf("admin: central pools now %v", e.Pools)
+	}
+}
+
+// writesInFlight says whether an operator's write may still commit: a
+// reservation not ended, or a request queued in the API server.
+func (w *simWorld) writesInFlight() bool {
+	for _, op := range w.ops {
+		if n, _ := op.r.ledger.Pending(); n > 0 {
+			return true
+		}
+	}
+	return len(w.delayed) > 0
+}
+
+// excuse notes an operator's allocation sent while its cache still showed
+// a central rule of the pool that an administrator deleted: the operator
+// could not know yet, and kube-scheduler may already give the device to
+// another claim (what the admission policies exist to prevent). The
+// protocol answers for what the operator decides once it sees the
+// deletion: the pool is used again only after it joined again.
+func (w *simWorld) excuse(from string, c *resourceapi.ResourceClaim) {
+	pool := allocationNode(c.Status.Allocation)
+	for _, op := range w.ops {
+		if op.name != from {
+			continue
+		}
+		for _, o := range op.cache.objs[kRule] {
+			if sel := o.(*resourceapi.DeviceTaintRule).Spec.DeviceSelector; w.adminDeleted[o.GetUID()] && sel != nil && sel.Pool != nil && *sel.Pool == pool {
+				w.excused[c.UID] = true
+				w.logf("%s: allocation of %s sent before it saw the deletion of rule %s", from, c.Name, o.GetName())
+			}
+		}
 	}
 }
 
@@ -593,7 +674,7 @@ func (w *simWorld) stepOnce(quiet bool) bool {
 	case p < 0.9:
 		w.workload()
 		did = true
-	case p < 0.92 && w.opts.partition && (w.step > 150 || (w.opts.leaveAfterWrite && w.lastWrite != "")):
+	case p < 0.92 && w.opts.partition && (w.step > 150 || (w.opts.leaveAfterWrite && w.lastWrite != "") || (w.opts.joinAfterAssume && w.lastAssumed != "")):
 		// Once the cluster is busy: a pool that leaves then holds
 		// allocations kube-scheduler would want.
 		w.partitionEdit()
@@ -639,10 +720,15 @@ func (w *simWorld) checkDevices() *violation {
 	holder := map[string]string{}
 	for _, o := range w.store.list(kClaim) {
 		c := o.(*resourceapi.ResourceClaim)
-		if c.Status.Allocation == nil {
+		if c.Status.Allocation == nil || w.excused[c.UID] {
 			continue
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
+			if ptr.Deref(r.AdminAccess, false) {
+				// Admin access shares the device (the join barrier's
+				// canary claims).
+				continue
+			}
 			d := r.Driver + "/" + r.Pool + "/" + r.Device
 			if other, ok := holder[d]; ok && other != c.Name {
 				return &violation{step: w.step, what: fmt.Sprintf("device %s is allocated to claims %s and %s", d, other, c.Name)}
@@ -749,6 +835,9 @@ func (w *simWorld) checkSettled() *violation {
 	if n, _ := leader.r.ledger.Pending(); n > 0 {
 		return &violation{step: w.step, what: fmt.Sprintf("%d reservations never ended", n)}
 	}
+	if v := w.checkJoins(leader); v != nil {
+		return v
+	}
 	cfg := leader.r.cfg.get()
 	for _, o := range w.store.list(kPod) {
 		p := o.(*corev1.Pod)
@@ -782,6 +871,34 @@ func (w *simWorld) checkSettled() *violation {
 		}
 	}
 	return w.checkGangs(leader)
+}
+
+// checkJoins is I3 for the join barrier: once the world is quiet, every
+// central pool rule has joined, except while the round under way waits for
+// a pod that is neither bound nor refused again (the residual of
+// docs/allocation-protocol.md: kube-scheduler writes no new refusal when
+// its verdict is unchanged; a rule made after the round began waits for
+// the next round).
+func (w *simWorld) checkJoins(leader *simOperator) *violation {
+	j := leader.jn
+	stuck := false
+	if round := j.round; round != nil && round.refusal != nil {
+		for _, ws := range round.waits {
+			stuck = stuck || ws.open() > 0
+		}
+	}
+	for _, o := range w.store.list(kRule) {
+		rule := o.(*resourceapi.DeviceTaintRule)
+		if !handover.PoolRule(rule) || handover.Joined(rule) || stuck {
+			continue
+		}
+		state := "no round"
+		if round := j.round; round != nil {
+			state = fmt.Sprintf("round %s cleared %v attempt %d refused %v", round.id, round.cleared, round.attempt, round.refusal != nil)
+		}
+		return &violation{step: w.step, what: fmt.Sprintf("central rule %s (generation %d) has not joined after settling (%s)", rule.Name, rule.Generation, state)}
+	}
+	return nil
 }
 
 // placeable asks the engine, on the settled state as the operator sees it,

@@ -75,6 +75,9 @@ func (w *simWorld) checkGangs(leader *simOperator) *violation {
 	}
 	gangs := map[string][]member{}
 	present := map[string]int{}
+	// missing: a member names a claim that does not exist (an immediate
+	// claim deleted under its pod): the gang waits for it, rightly.
+	missing := map[string]bool{}
 	for _, o := range w.store.list(kPod) {
 		p := o.(*corev1.Pod)
 		g, ok := p.Labels[gang.LabelName]
@@ -89,6 +92,7 @@ func (w *simWorld) checkGangs(leader *simOperator) *violation {
 		for _, ref := range p.Spec.ResourceClaims {
 			co, ok := w.store.get(kClaim, p.Namespace+"/"+*ref.ResourceClaimName)
 			if !ok {
+				missing[g] = true
 				continue
 			}
 			c := co.(*resourceapi.ResourceClaim)
@@ -127,7 +131,7 @@ func (w *simWorld) checkGangs(leader *simOperator) *violation {
 		if len(gatedPlaced) > 0 && len(open) > 0 {
 			return &violation{step: w.step, what: fmt.Sprintf("gang %s is placed in part: %v gated with claims allocated, %v with claims not", g, gatedPlaced, open)}
 		}
-		if len(waiting) == 0 || present[g] < simGangMin {
+		if len(waiting) == 0 || present[g] < simGangMin || missing[g] {
 			continue
 		}
 		var claims [][]*resourceapi.ResourceClaim

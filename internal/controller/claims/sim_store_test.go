@@ -29,6 +29,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/handover"
 )
 
 // The kinds the simulation stores.
@@ -104,6 +105,9 @@ type simStore struct {
 	uid     uint64
 	objs    map[string]map[string]client.Object
 	log     map[string][]simEvent
+	// joins counts the joins recorded on central rules (a run that joins
+	// nothing checks nothing of the join barrier).
+	joins int
 }
 
 func newSimStore() *simStore {
@@ -164,6 +168,8 @@ func (s *simStore) create(obj client.Object) error {
 		return apierrors.NewBadRequest("resourceVersion must not be set on create")
 	}
 	stored := copyObj(obj)
+	// metadata.generation starts at 1 (and counts spec changes, replace).
+	stored.SetGeneration(1)
 	s.uid++
 	stored.SetUID(types.UID(fmt.Sprintf("uid-%d", s.uid)))
 	stored.SetCreationTimestamp(metav1.Unix(int64(s.uid), 0))
@@ -197,6 +203,17 @@ func (s *simStore) replace(upd client.Object, sub string) error {
 		next.SetUID(cur.GetUID())
 		next.SetCreationTimestamp(cur.GetCreationTimestamp())
 		next.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+		// The API server counts spec changes in metadata.generation and
+		// ignores a client's value.
+		next.SetGeneration(cur.GetGeneration())
+		if !equalSpec(cur, next) {
+			next.SetGeneration(cur.GetGeneration() + 1)
+		}
+	}
+	if p, ok := next.(*corev1.Pod); ok && sub == "status" {
+		// The writer's managedFields entry, with the API server's time
+		// (simScheduler.verdict stamps it).
+		p.ManagedFields = upd.(*corev1.Pod).ManagedFields
 	}
 	if err := validate(cur, next); err != nil {
 		return err
@@ -211,6 +228,9 @@ func (s *simStore) replace(upd client.Object, sub string) error {
 				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:allocation":{}}}`)}}}
 		}
 	}
+	if r, ok := next.(*resourceapi.DeviceTaintRule); ok && handover.Joined(r) && !handover.Joined(cur.(*resourceapi.DeviceTaintRule)) {
+		s.joins++
+	}
 	if next.GetDeletionTimestamp() != nil && len(next.GetFinalizers()) == 0 {
 		s.commit(kind, watch.Deleted, next)
 	} else if equalObj(cur, next) {
@@ -222,6 +242,18 @@ func (s *simStore) replace(upd client.Object, sub string) error {
 	}
 	into(upd, next)
 	return nil
+}
+
+// equalSpec compares the spec of two objects of one kind (equal when the
+// kind has none).
+func equalSpec(a, b client.Object) bool {
+	spec := func(o client.Object) string {
+		var m map[string]json.RawMessage
+		raw, _ := json.Marshal(o)
+		_ = json.Unmarshal(raw, &m)
+		return string(m["spec"])
+	}
+	return spec(a) == spec(b)
 }
 
 func equalObj(a, b client.Object) bool {

@@ -19,10 +19,11 @@ var (
 	simSeeds = flag.Int("sim.seeds", 1000, "seeds the allocation simulation runs")
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed (replays a failure)")
 	simSteps = flag.Int("sim.steps", 400, "steps of each simulated run before it settles")
+	simTrace = flag.Int("sim.trace", 400, "trace lines -sim.seed prints")
 )
 
 func simFullOptions() simOptions {
-	return simOptions{steps: *simSteps, faults: true, leaders: true, partition: true, webhookDown: true}
+	return simOptions{steps: *simSteps, faults: true, leaders: true, partition: true, joins: true, webhookDown: true}
 }
 
 // TestSimulation runs the claim controller's real loops, ledger and fence
@@ -34,7 +35,7 @@ func TestSimulation(t *testing.T) {
 	if *simSeed != 0 {
 		w := newSimWorld(*simSeed, opts)
 		v := w.run()
-		t.Logf("seed %d: %d steps\n%s", *simSeed, w.step, w.lastTrace(400))
+		t.Logf("seed %d: %d steps, %d allocations, %d joins\n%s", *simSeed, w.step, w.allocations, w.store.joins, w.lastTrace(*simTrace))
 		if v != nil {
 			t.Fatalf("seed %d, step %d: %s", *simSeed, v.step, v.what)
 		}
@@ -42,10 +43,10 @@ func TestSimulation(t *testing.T) {
 	}
 	start := time.Now()
 	var (
-		next, steps, allocs atomic.Int64
-		mu                  sync.Mutex
-		failed              []string
-		wg                  sync.WaitGroup
+		next, steps, allocs, joins atomic.Int64
+		mu                         sync.Mutex
+		failed                     []string
+		wg                         sync.WaitGroup
 	)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -60,6 +61,7 @@ func TestSimulation(t *testing.T) {
 				v := w.run()
 				steps.Add(int64(w.step))
 				allocs.Add(int64(w.allocations))
+				joins.Add(int64(w.store.joins))
 				if v != nil {
 					mu.Lock()
 					failed = append(failed, formatViolation(uint64(seed), v, w))
@@ -69,7 +71,7 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d seeds, %d steps, %d allocations written by the operator, in %s", *simSeeds, steps.Load(), allocs.Load(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d seeds, %d steps, %d allocations written and %d joins recorded by the operator, in %s", *simSeeds, steps.Load(), allocs.Load(), joins.Load(), time.Since(start).Round(time.Millisecond))
 	if allocs.Load() < int64(*simSeeds)/2 {
 		t.Errorf("the operator wrote %d allocations in %d seeds: the runs check almost nothing", allocs.Load(), *simSeeds)
 	}
@@ -125,6 +127,7 @@ var simProblems = []struct {
 	{"1: an ambiguous write frees its devices", protocolSwitches{ambiguousFrees: true}, nil},
 	{"2: reservations expire by age", protocolSwitches{expireAfter: 100 * time.Millisecond}, nil},
 	{"3: writes of a deposed leader are not fenced", protocolSwitches{noFence: true}, nil},
+	{"4: a pool joins the partition while kube-scheduler may still write allocations of it", protocolSwitches{noJoin: true}, func(o *simOptions) { o.joinAfterAssume = true }},
 	{"5: a device leaves the partition while an allocation holds it", protocolSwitches{noHolds: true}, func(o *simOptions) { o.leaveAfterWrite = true }},
 	{"6: claims that tolerate the central taint are admitted", protocolSwitches{}, func(o *simOptions) { o.admitTolerations = true }},
 	{"8: a partial placement is never undone", protocolSwitches{noUndo: true}, nil},
@@ -175,6 +178,18 @@ func TestSimulationFindsEachProblem(t *testing.T) {
 				return
 			}
 			t.Log(what)
+			if p.off == (protocolSwitches{}) {
+				return
+			}
+			// The same schedule with the protection on holds.
+			opts := simFullOptions()
+			if p.steer != nil {
+				p.steer(&opts)
+			}
+			w := newSimWorld(uint64(found.Load()), opts)
+			if v := w.run(); v != nil {
+				t.Errorf("seed %d with the protection on: step %d: %s", found.Load(), v.step, v.what)
+			}
 		})
 	}
 }

@@ -66,6 +66,9 @@ type simOptions struct {
 	// leaveAfterWrite steers the partition edits: a pool the operator
 	// just wrote an allocation of leaves the partition a few steps later.
 	leaveAfterWrite bool
+	// joinAfterAssume steers the partition edits: a pool kube-scheduler
+	// just assumed an allocation of joins the partition.
+	joinAfterAssume bool
 	// gangs puts some operator pods into gangs (sim_gang_test.go).
 	gangs bool
 }
@@ -88,6 +91,14 @@ type simWorld struct {
 	// lastWrite is the pool of the operator's latest allocation write
 	// (leaveAfterWrite).
 	lastWrite string
+	// lastAssumed is the pool of kube-scheduler's latest assumed
+	// allocation (joinAfterAssume).
+	lastAssumed string
+	// adminDeleted are the central rules an administrator deleted, and
+	// excused the claims the operator allocated before it saw such a
+	// deletion (excuse).
+	adminDeleted map[types.UID]bool
+	excused      map[types.UID]bool
 	// allocations counts the operator's allocation writes answered
 	// without an error: a run that allocates nothing checks nothing.
 	allocations int
@@ -106,7 +117,8 @@ type delayedRequest struct {
 
 func newSimWorld(seed uint64, opts simOptions) *simWorld {
 	w := &simWorld{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), opts: opts, store: newSimStore(),
-		clock: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), faultOn: opts.faults}
+		clock: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), faultOn: opts.faults,
+		adminDeleted: map[types.UID]bool{}, excused: map[types.UID]bool{}}
 	w.setup()
 	w.setupLog = map[string]int{}
 	for _, k := range simKinds {
@@ -177,6 +189,9 @@ func (w *simWorld) setup() {
 // injector: it commits now, fails before committing, commits and then
 // fails (the client sees a timeout), or is queued and commits later.
 func (w *simWorld) request(from string, obj client.Object, apply func(client.Object) error) error {
+	if c, ok := obj.(*resourceapi.ResourceClaim); ok && c.Status.Allocation != nil && len(w.adminDeleted) > 0 {
+		w.excuse(from, c)
+	}
 	if !w.faultOn {
 		return apply(obj)
 	}
@@ -215,6 +230,7 @@ type simOperator struct {
 	r       *Reconciler
 	pl      *placementReconciler
 	tr      *taintReconciler
+	jn      *joinReconciler
 	cache   *simCache
 	queue   map[simItem]time.Time
 	elected bool
@@ -241,11 +257,12 @@ func (w *simWorld) startOperator() *simOperator {
 	cached := &simReader{w: w, cache: op.cache}
 	api := &simReader{w: w}
 	r := &Reconciler{
-		Client:       &simWriter{simReader: cached, w: w, from: op.name},
-		APIReader:    api,
-		Engines:      map[string]allocator.Engine{string(v1alpha1.EngineNative): native.New()},
-		Now:          w.now,
-		serialWrites: true,
+		Client:         &simWriter{simReader: cached, w: w, from: op.name},
+		APIReader:      api,
+		Engines:        map[string]allocator.Engine{string(v1alpha1.EngineNative): native.New()},
+		Now:            w.now,
+		FenceNamespace: simOperatorNS,
+		serialWrites:   true,
 	}
 	r.fence = fence.New(fence.Options{Client: &simWriter{simReader: api, w: w, from: op.name}, Reader: api,
 		Namespace: simOperatorNS, Identity: op.name, Sleep: func(time.Duration) {},
@@ -257,6 +274,8 @@ func (w *simWorld) startOperator() *simOperator {
 	r.taintRules = true
 	r.source.taintRules = true
 	op.r, op.pl, op.tr = r, &placementReconciler{r: r}, &taintReconciler{r: r}
+	op.jn = newJoinReconciler(r)
+	op.jn.newRoundID = func() string { w.names++; return fmt.Sprintf("r%d", w.names) }
 	// The informers' first lists may be served from the watch cache, a
 	// little behind.
 	for _, k := range simKinds {
@@ -273,11 +292,16 @@ func (w *simWorld) startOperator() *simOperator {
 // deliverTo delivers the next event of kind to op and runs its handlers,
 // as the watches of setup.go do.
 func (w *simWorld) deliverTo(op *simOperator, kind string) bool {
+	var old client.Object
+	if i := op.cache.cursor[kind]; kind == kPod && i < len(w.store.log[kind]) {
+		old = op.cache.objs[kind][keyOf(w.store.log[kind][i].obj)]
+	}
 	ev, ok := op.cache.deliver(w.store, kind)
 	if !ok {
 		return false
 	}
 	r := op.r
+	w.joinEvent(op, kind, old, ev)
 	switch kind {
 	case kClaim:
 		// Two handlers of one informer run in no set order: the claim
@@ -313,6 +337,35 @@ func (w *simWorld) deliverTo(op *simOperator, kind string) bool {
 		w.enqueueAll(op)
 	}
 	return true
+}
+
+// joinEvent runs the join loop's handlers (setupJoin) on an event.
+func (w *simWorld) joinEvent(op *simOperator, kind string, old client.Object, ev simEvent) {
+	j := op.jn
+	look := false
+	switch kind {
+	case kStack, kRule:
+		look = true
+	case kSlice, kClass:
+		look = handover.IsCanary(ev.obj)
+	case kClaim:
+		look = j.isWatched(ev.obj.GetUID())
+	case kPod:
+		p := ev.obj.(*corev1.Pod)
+		switch {
+		case ev.typ == watch.Deleted:
+			look = j.podDeleted(p)
+		case old != nil:
+			look = j.podUpdated(old.(*corev1.Pod), p)
+		default:
+			look = j.podRelevant(p)
+		}
+	}
+	if look {
+		// An event makes the item ready at once, as a workqueue's Add
+		// does for an item that waits for its requeue time.
+		op.queue[simItem{"join", joinKey.NamespacedName}] = time.Time{}
+	}
 }
 
 // handleFeed runs the claim loop's handler on the oldest claim event.
@@ -399,6 +452,7 @@ func (w *simWorld) beginTerm(op *simOperator) {
 	if op.ready {
 		w.enqueueAll(op)
 		op.add("taint", taintKey.NamespacedName)
+		op.add("join", joinKey.NamespacedName)
 	}
 }
 
@@ -430,11 +484,15 @@ func (w *simWorld) reconcile(op *simOperator) bool {
 		res, err = op.pl.Reconcile(ctx, reqOf(it.key.Namespace, it.key.Name))
 	case "taint":
 		res, err = op.tr.Reconcile(ctx, taintKey)
+	case "join":
+		res, err = op.jn.Reconcile(ctx, joinKey)
 	}
 	w.logf("%s: reconcile %s %s -> %v %v", op.name, it.loop, it.key, res.RequeueAfter, err)
 	switch {
 	case err != nil:
 		op.queue[it] = w.clock.Add(100 * time.Millisecond)
+	case res.Requeue: //nolint:staticcheck // the join loop's endRound asks for it
+		op.queue[it] = w.clock
 	case res.RequeueAfter > 0:
 		if at, ok := op.queue[it]; !ok || at.After(w.clock.Add(res.RequeueAfter)) {
 			op.queue[it] = w.clock.Add(res.RequeueAfter)

@@ -29,6 +29,8 @@ type cacheSource struct {
 	taintRules bool
 	// floor is the current term's start (term_floor.go).
 	floor termFloor
+	// off are the Reconciler's protocol switches (the simulation's).
+	off *protocolSwitches
 }
 
 var _ ledger.Source = (*cacheSource)(nil)
@@ -82,7 +84,12 @@ func (s *cacheSource) Read(ctx context.Context) (ledger.View, error) {
 	}
 	// A central pool is the operator's only once it joined the partition
 	// (docs/allocation-protocol.md, section 4): its rule records the join.
-	in.Slices = central.EngineView(part, raw, rules, handover.JoinedPools(part, rules))
+	joined := handover.JoinedPools(part, rules)
+	if s.off != nil && s.off.noJoin {
+		// Switched off: a pool is used as soon as its rule shows.
+		joined = func(central.PoolID) bool { return true }
+	}
+	in.Slices = central.EngineView(part, raw, rules, joined)
 	f := engineFeatures(config)
 	in.Features = &f
 	view.LabelKeys = central.LabelKeys(raw, cfg.Central)
