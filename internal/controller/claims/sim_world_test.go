@@ -246,6 +246,7 @@ func (w *simWorld) startOperator() *simOperator {
 		Engines:      map[string]allocator.Engine{string(v1alpha1.EngineNative): native.New()},
 		Now:          w.now,
 		serialWrites: true,
+		sleep:        func(context.Context, time.Duration) {},
 	}
 	r.fence = fence.New(fence.Options{Client: &simWriter{simReader: api, w: w, from: op.name}, Reader: api,
 		Namespace: simOperatorNS, Identity: op.name, Sleep: func(time.Duration) {},
