@@ -18,6 +18,7 @@ import (
 
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/allocator/explain"
+	"github.com/drastack/drastack/internal/claimpolicy"
 	"github.com/drastack/drastack/internal/gang"
 )
 
@@ -92,6 +93,15 @@ func (a *App) liveGang(ctx context.Context, c client.Reader, pod *corev1.Pod, st
 		out.Verdict = fmt.Sprintf("gang %s has %d of its %d pods: none is placed before all are there", spec.Key(), len(members), spec.MinCount)
 		return out, nil
 	}
+	for _, m := range members {
+		if why := claimsNotReady(m, st.claims); why != "" && m.Spec.NodeName == "" {
+			// The operator places no member before every member's claims
+			// are there (gang.Next: WaitClaims).
+			out.Waiting = "the claims of pod " + m.Name
+			out.Verdict = fmt.Sprintf("gang %s waits for pod %s/%s: %s; none is placed before it is there", spec.Key(), m.Namespace, m.Name, why)
+			return out, nil
+		}
+	}
 	g := explain.Gang{Name: spec.Key(), Constraints: spec.Constraints}
 	var pending []*resourceapi.ResourceClaim
 	var owners []int
@@ -134,6 +144,27 @@ func (a *App) liveGang(ctx context.Context, c client.Reader, pod *corev1.Pod, st
 	out.Explanation = rep
 	out.Verdict = rep.Verdict
 	return out, nil
+}
+
+// claimsNotReady says which claim a pod names that does not exist (and
+// no template makes) or is being deleted: the pod cannot start before it
+// is created again. Empty when none.
+func claimsNotReady(pod *corev1.Pod, claims []*resourceapi.ResourceClaim) string {
+	for _, ref := range claimpolicy.PodClaims(pod) {
+		if ref.NotNeeded || ref.ClaimName == "" {
+			continue
+		}
+		i := slices.IndexFunc(claims, func(cl *resourceapi.ResourceClaim) bool {
+			return cl.Namespace == pod.Namespace && cl.Name == ref.ClaimName
+		})
+		switch {
+		case i < 0 && ref.Template == "":
+			return "claim " + ref.ClaimName + " does not exist"
+		case i >= 0 && claims[i].DeletionTimestamp != nil:
+			return "claim " + ref.ClaimName + " is being deleted"
+		}
+	}
+	return ""
 }
 
 // writeGangTable prints a pod's gang: the verdict, then each member that

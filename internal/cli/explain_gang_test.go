@@ -141,6 +141,26 @@ func TestExplainGangLive(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a member whose claim does not exist", func(t *testing.T) {
+		c := gangCluster(t, 3, 2, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "c", UID: "uid-c",
+				Labels: map[string]string{gang.LabelName: "train"}, Annotations: map[string]string{gang.AnnotationMinCount: "2"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("gone")}}},
+		})
+		code, js, stderr := run(t, "", c, "explain", "pod/a", "-n", "ml", "-o", "json")
+		if code != ExitOK {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var res ExplainOutput
+		if err := unmarshalOutput("json", js, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Gang == nil || res.Gang.Waiting != "the claims of pod c" || res.Gang.Explanation != nil ||
+			!strings.Contains(res.Gang.Verdict, "gang ml/train waits for pod ml/c: claim gone does not exist; none is placed before it is there") {
+			t.Errorf("want a gang waiting for the claim of pod c, not explained: %+v", res.Gang)
+		}
+	})
 	t.Run("a pod whose PodGroup does not exist", func(t *testing.T) {
 		c := gangCluster(t, 3, 2, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "w", UID: "uid-w"},

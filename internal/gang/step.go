@@ -69,7 +69,8 @@ const (
 	ActionFinish Action = "Finish"
 	// ActionUndo: some members are placed and others are not, with no
 	// write under way (a write that never committed, a crash, another
-	// term, a member that joined late): take the placed ones back.
+	// term, a member that joined late), or members hold devices while the
+	// gang waits for pods or claims: take the placed ones back.
 	ActionUndo Action = "Undo"
 	// ActionLift: every member's operator claims are allocated: lift the
 	// gates of all of them.
@@ -88,6 +89,11 @@ type Step struct {
 	Report bool
 	// After is when to look again for the timeout (WaitCount before it).
 	After time.Duration
+	// Then, for ActionUndo, is what follows when nothing can be taken
+	// back (claims other pods share, allocations not the operator's):
+	// ActionWaitCount or ActionWaitClaims (the gang waits), or
+	// ActionPlace (the rest is placed around what stays).
+	Then Action
 }
 
 // Next decides the gang's next step. spec is the gang's declaration,
@@ -114,7 +120,7 @@ func Next(spec Spec, members []Member, self string, firstSeen, now time.Time, ti
 			}
 		}
 		if len(holding) > 0 {
-			return Step{Action: ActionUndo, Why: fmt.Sprintf("gang %s has %d of its %d pods and %s hold devices: they are placed again with the gang",
+			return Step{Action: ActionUndo, Then: ActionWaitCount, Why: fmt.Sprintf("gang %s has %d of its %d pods and %s hold devices: they are placed again with the gang",
 				spec.Key(), len(members), spec.MinCount, names(holding))}
 		}
 		s := Step{Action: ActionWaitCount, Why: fmt.Sprintf("gang %s has %d of its %d pods", spec.Key(), len(members), spec.MinCount)}
@@ -128,13 +134,20 @@ func Next(spec Spec, members []Member, self string, firstSeen, now time.Time, ti
 		return s
 	}
 	var unit, toPlace, placed []string
+	wait := ""
 	for _, m := range members {
 		if !m.InUnit() {
 			continue
 		}
+		if m.Pending > 0 {
+			// Reservations of the unit are written (or released) before
+			// anything else: a reservation never written holds its
+			// devices.
+			return Step{Action: ActionFinish}
+		}
 		unit = append(unit, m.Name)
-		if m.Waiting != "" {
-			return Step{Action: ActionWaitClaims, Why: "pod " + m.Name + ": " + m.Waiting}
+		if m.Waiting != "" && wait == "" {
+			wait = "pod " + m.Name + ": " + m.Waiting
 		}
 		if m.ToPlace > 0 {
 			toPlace = append(toPlace, m.Name)
@@ -143,14 +156,18 @@ func Next(spec Spec, members []Member, self string, firstSeen, now time.Time, ti
 			placed = append(placed, m.Name)
 		}
 	}
-	for _, m := range members {
-		if m.InUnit() && m.Pending > 0 {
-			return Step{Action: ActionFinish}
-		}
-	}
 	switch {
+	case wait != "" && len(placed) > 0:
+		// A member cannot start before its claims are ready (a claim not
+		// created yet, deleted, written by another unit): the gang cannot
+		// start either, so it holds no devices meanwhile; they may be the
+		// ones the waiting claim needs.
+		return Step{Action: ActionUndo, Then: ActionWaitClaims, Why: fmt.Sprintf("gang %s waits for %s; %s hold devices: they are placed again with the gang",
+			spec.Key(), wait, names(placed))}
+	case wait != "":
+		return Step{Action: ActionWaitClaims, Why: wait}
 	case len(toPlace) > 0 && len(placed) > 0:
-		return Step{Action: ActionUndo, Why: fmt.Sprintf("gang %s is placed in part (claims of %s allocated, of %s not): it is placed again as a whole",
+		return Step{Action: ActionUndo, Then: ActionPlace, Why: fmt.Sprintf("gang %s is placed in part (claims of %s allocated, of %s not): it is placed again as a whole",
 			spec.Key(), names(placed), names(toPlace))}
 	case len(toPlace) == 0:
 		return Step{Action: ActionLift, Why: fmt.Sprintf("gang %s placed: %s", spec.Key(), names(unit))}

@@ -76,7 +76,7 @@ func TestNext(t *testing.T) {
 		{
 			name:    "a member left after the gang was placed: the rest hold devices, take them back",
 			members: []Member{gated("a", 0, 1, 0), gated("b", 0, 2, 0)},
-			self:    "a", now: start, want: Step{Action: ActionUndo}, why: "has 2 of its 3 pods and a, b hold devices",
+			self:    "a", now: start, want: Step{Action: ActionUndo, Then: ActionWaitCount}, why: "has 2 of its 3 pods and a, b hold devices",
 		},
 		{
 			name:    "short of pods with a write under way: finish it first",
@@ -109,6 +109,22 @@ func TestNext(t *testing.T) {
 			self:    "a", now: start, want: Step{Action: ActionWaitClaims}, why: "pod b: claim b-gpu does not exist",
 		},
 		{
+			name:    "a member waits for a claim while others hold devices: take them back, then wait",
+			members: []Member{gated("a", 1, 1, 0), {Name: "b", Gated: true, Waiting: "immediate claim imm is not allocated yet"}, gated("c", 0, 1, 0)},
+			self:    "b", now: start, want: Step{Action: ActionUndo, Then: ActionWaitClaims},
+			why: "waits for pod b: immediate claim imm is not allocated yet; a, c hold devices",
+		},
+		{
+			name:    "a member waits for a deleted claim, the others hold only an immediate claim: wait",
+			members: []Member{immediate("a"), {Name: "b", Gated: true, Waiting: "claim imm does not exist"}, gated("c", 1, 0, 0)},
+			self:    "c", now: start, want: Step{Action: ActionWaitClaims}, why: "pod b: claim imm does not exist",
+		},
+		{
+			name:    "a member waits for a claim while the unit's writes are under way: finish them first",
+			members: []Member{{Name: "a", Gated: true, Waiting: "claim a-gpu does not exist"}, gated("b", 0, 0, 1), gated("c", 0, 1, 0)},
+			self:    "a", now: start, want: Step{Action: ActionFinish},
+		},
+		{
 			name:    "writes under way: finish them",
 			members: []Member{gated("a", 0, 0, 1), gated("b", 0, 0, 2), gated("c", 0, 1, 0)},
 			self:    "c", now: start, want: Step{Action: ActionFinish},
@@ -116,12 +132,12 @@ func TestNext(t *testing.T) {
 		{
 			name:    "placed in part, nothing under way: take back",
 			members: []Member{gated("a", 0, 1, 0), gated("b", 1, 0, 0), gated("c", 0, 1, 0)},
-			self:    "b", now: start, want: Step{Action: ActionUndo}, why: "claims of a, c allocated, of b not",
+			self:    "b", now: start, want: Step{Action: ActionUndo, Then: ActionPlace}, why: "claims of a, c allocated, of b not",
 		},
 		{
 			name:    "one member half placed: take back",
 			members: []Member{gated("a", 1, 1, 0), gated("b", 1, 0, 0), gated("c", 1, 0, 0)},
-			self:    "a", now: start, want: Step{Action: ActionUndo},
+			self:    "a", now: start, want: Step{Action: ActionUndo, Then: ActionPlace},
 		},
 		{
 			name:    "all placed: lift every gate",

@@ -155,14 +155,15 @@ func (p *placementReconciler) gangReconcile(ctx context.Context, cfg claimpolicy
 		if undone || r.off.noUndo {
 			return true, ctrl.Result{RequeueAfter: retryNowDelay}, nil
 		}
-		if !decl.spec.Ready(len(members)) {
+		if step.Then != gang.ActionPlace {
 			// Nothing could be taken back (claims other pods share): the
-			// gang waits for its pods.
+			// gang waits for its pods or its claims.
+			logger.V(1).Info("Gang waits and keeps what cannot be taken back", "why", step.Why)
 			return true, ctrl.Result{}, nil
 		}
-		// Nothing could be taken back (immediate claims, claims other
-		// pods share, allocations not the operator's): as for a single
-		// pod, the rest of the gang is placed around them.
+		// Nothing could be taken back (claims other pods share,
+		// allocations not the operator's): as for a single pod, the rest
+		// of the gang is placed around them.
 		logger.V(1).Info("Gang placed in part keeps what cannot be taken back", "why", step.Why)
 	case gang.ActionLift:
 		res, err := p.liftGang(ctx, cfg, decl, members, step.Why)

@@ -314,6 +314,43 @@ func TestGangBrokenUnitTakenBack(t *testing.T) {
 	}
 }
 
+// TestGangWaitingForAClaimHoldsNothing: a member names a claim that does
+// not exist, so the gang cannot start; the member placed before is taken
+// back (its device may be the one the missing claim will need), nothing
+// else is placed, and every gate stays until the claim exists.
+func TestGangWaitingForAClaimHoldsNothing(t *testing.T) {
+	objs := the138765Cluster(true)
+	for i, o := range objs {
+		if c, ok := o.(*resourceapi.ResourceClaim); ok && c.Name == "a-gpu" {
+			objs[i] = allocatedBy(c, "n0", FieldManager)
+		}
+	}
+	objs = append(objs, gangPod("c", "train", 2, "c-gpu"))
+	e := newEnv(t, interceptor.Funcs{}, objs...)
+	e.tainted()
+	e.observeAll()
+	e.place("b")
+	if c := e.claim("a-gpu"); c.Status.Allocation != nil {
+		t.Errorf("claim a-gpu keeps %v while the gang waits for pod c's claim", devicesOf(c))
+	}
+	if !hasEvent(e.events(), corev1.EventTypeNormal, EventReplaced, "waits for pod c: claim c-gpu does not exist") {
+		t.Error("no AllocationReplaced Event saying what the gang waits for")
+	}
+	for range 2 {
+		e.place("a")
+	}
+	for _, c := range []string{"a-gpu", "b-gpu"} {
+		if got := devicesOf(e.claim(c)); got != nil {
+			t.Errorf("claim %s placed (%v) while the gang waits", c, got)
+		}
+	}
+	for _, p := range []string{"a", "b", "c"} {
+		if !claimpolicy.HasGate(e.pod(p)) {
+			t.Errorf("pod %s ungated while the gang waits for a claim", p)
+		}
+	}
+}
+
 // TestGangDeclarations: members that disagree, and a bad annotation, are
 // reported as invalid and keep their gates; a pod that names a PodGroup
 // waits for it; with the Workload API, the PodGroup's minCount decides.

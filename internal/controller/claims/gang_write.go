@@ -94,9 +94,10 @@ func (p *placementReconciler) finishGang(ctx context.Context, cfg claimpolicy.Co
 		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
 	}
 	for _, m := range unit {
-		if len(m.pc.toPlace) > 0 {
-			// A member joined after the decision: the gang is placed
-			// again with it.
+		if len(m.pc.toPlace) > 0 || len(m.pc.waiting) > 0 {
+			// A member joined after the decision, or waits for a claim:
+			// the next step places the gang again with it, or takes the
+			// others back while it waits (gang.Next).
 			return ctrl.Result{RequeueAfter: retryNowDelay}, nil
 		}
 	}

@@ -101,6 +101,10 @@ type Reconciler struct {
 	// other instead of in parallel: the deterministic simulation runs one
 	// goroutine at a time.
 	serialWrites bool
+	// sleep waits between the retries of a sweep write without a
+	// definite answer (sleepCtx when nil). The simulation's clock is its
+	// own: it does not wait in real time.
+	sleep func(context.Context, time.Duration)
 	// off switches parts of the protocol off, for the simulation to show
 	// what each one prevents; always zero outside it.
 	off protocolSwitches
@@ -174,6 +178,9 @@ func (r *Reconciler) init() {
 	r.gangs = newGangState()
 	r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffBase, backoffMax)
 	r.cfg.set(nil)
+	if r.sleep == nil {
+		r.sleep = sleepCtx
+	}
 }
 
 func (r *Reconciler) now() time.Time {

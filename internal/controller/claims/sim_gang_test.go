@@ -5,7 +5,9 @@ package claims
 // minimum count 2); pods are deleted at random as before, so some gangs
 // stay incomplete. After settling, each gang is checked as one unit: I2
 // (no gang is gated with members placed and others not) and I3 (a
-// complete gang whose members' claims fit together is placed).
+// complete gang whose members' claims fit together is placed; a gang with
+// a member whose claim is missing or being deleted cannot start, and
+// waits).
 
 import (
 	"context"
@@ -27,7 +29,9 @@ import (
 	"github.com/drastack/drastack/internal/gang"
 )
 
-var simGangSeeds = flag.Int("sim.gang-seeds", 100, "seeds the allocation simulation runs with gangs")
+var (
+	simGangSeeds = flag.Int("sim.gang-seeds", 100, "seeds the allocation simulation runs with gangs")
+)
 
 // simGangMin is the minimum count of the simulation's gangs.
 const simGangMin = 2
@@ -75,9 +79,10 @@ func (w *simWorld) checkGangs(leader *simOperator) *violation {
 	}
 	gangs := map[string][]member{}
 	present := map[string]int{}
-	// missing: a member names a claim that does not exist (an immediate
-	// claim deleted under its pod): the gang waits for it, rightly.
-	missing := map[string]bool{}
+	// gone: gangs with a member whose claim does not exist or is being
+	// deleted. The member cannot start until its claim is created again,
+	// so neither can its gang: the gang rightly waits (I3 does not apply).
+	gone := map[string]bool{}
 	for _, o := range w.store.list(kPod) {
 		p := o.(*corev1.Pod)
 		g, ok := p.Labels[gang.LabelName]
@@ -91,12 +96,12 @@ func (w *simWorld) checkGangs(leader *simOperator) *violation {
 		m := member{pod: p}
 		for _, ref := range p.Spec.ResourceClaims {
 			co, ok := w.store.get(kClaim, p.Namespace+"/"+*ref.ResourceClaimName)
-			if !ok {
-				missing[g] = true
+			if !ok || co.GetDeletionTimestamp() != nil {
+				gone[g] = true
 				continue
 			}
 			c := co.(*resourceapi.ResourceClaim)
-			if claimpolicy.SelectClaim(cfg, c) == claimpolicy.WhyNone || c.DeletionTimestamp != nil {
+			if claimpolicy.SelectClaim(cfg, c) == claimpolicy.WhyNone {
 				continue
 			}
 			switch {
@@ -131,7 +136,7 @@ func (w *simWorld) checkGangs(leader *simOperator) *violation {
 		if len(gatedPlaced) > 0 && len(open) > 0 {
 			return &violation{step: w.step, what: fmt.Sprintf("gang %s is placed in part: %v gated with claims allocated, %v with claims not", g, gatedPlaced, open)}
 		}
-		if len(waiting) == 0 || present[g] < simGangMin || missing[g] {
+		if len(waiting) == 0 || present[g] < simGangMin || gone[g] {
 			continue
 		}
 		var claims [][]*resourceapi.ResourceClaim
@@ -185,7 +190,7 @@ func TestSimulationGangs(t *testing.T) {
 	if *simSeed != 0 {
 		w := newSimWorld(*simSeed, opts)
 		v := w.run()
-		t.Logf("seed %d: %d steps\n%s", *simSeed, w.step, w.lastTrace(400))
+		t.Logf("seed %d: %d steps\n%s\ngangs at the end:\n%s", *simSeed, w.step, w.lastTrace(*simTrace), w.gangDump())
 		if v != nil {
 			t.Fatalf("seed %d, step %d: %s", *simSeed, v.step, v.what)
 		}
@@ -262,4 +267,35 @@ func TestSimulationGangsFindPartialPlacements(t *testing.T) {
 		}
 	}
 	t.Error("no gang placed in part in 500 seeds with the undoing of partial placements off")
+}
+
+// gangDump lists the gangs' pods at the end of a replayed run, each with
+// its claims and their allocations: what checkGangs judged.
+func (w *simWorld) gangDump() string {
+	var b strings.Builder
+	for _, o := range w.store.list(kPod) {
+		p := o.(*corev1.Pod)
+		if !inGang(p) {
+			continue
+		}
+		fmt.Fprintf(&b, "pod %s gang %s node %q gated %v deleting %v\n", p.Name, p.Labels[gang.LabelName], p.Spec.NodeName, claimpolicy.HasGate(p), p.DeletionTimestamp != nil)
+		for _, ref := range p.Spec.ResourceClaims {
+			co, ok := w.store.get(kClaim, p.Namespace+"/"+*ref.ResourceClaimName)
+			if !ok {
+				fmt.Fprintf(&b, "  claim %s: does not exist\n", *ref.ResourceClaimName)
+				continue
+			}
+			c := co.(*resourceapi.ResourceClaim)
+			alloc := "not allocated"
+			if a := c.Status.Allocation; a != nil {
+				var devs []string
+				for _, r := range a.Devices.Results {
+					devs = append(devs, r.Pool+"/"+r.Device)
+				}
+				alloc = "allocated " + strings.Join(devs, ",")
+			}
+			fmt.Fprintf(&b, "  claim %s: %s, labels %v, deleting %v\n", c.Name, alloc, c.Labels, c.DeletionTimestamp != nil)
+		}
+	}
+	return b.String()
 }

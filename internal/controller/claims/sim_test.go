@@ -128,7 +128,16 @@ var simProblems = []struct {
 	{"2: reservations expire by age", protocolSwitches{expireAfter: 100 * time.Millisecond}, nil},
 	{"3: writes of a deposed leader are not fenced", protocolSwitches{noFence: true}, nil},
 	{"4: a pool joins the partition while kube-scheduler may still write allocations of it", protocolSwitches{noJoin: true}, func(o *simOptions) { o.joinAfterAssume = true }},
-	{"5: a device leaves the partition while an allocation holds it", protocolSwitches{noHolds: true}, func(o *simOptions) { o.leaveAfterWrite = true }},
+	// Problem 5 needs no leader change (problem 3 is the one about
+	// them), and changes cut short the situations it needs: an
+	// allocation the leader wrote, its pool leaving, the allocation left
+	// in place for a hundred steps. Without them the first 150 seeds
+	// find it four times (the first at seed 45), with them none (the
+	// first at seed 800).
+	{"5: a device leaves the partition while an allocation holds it", protocolSwitches{noHolds: true}, func(o *simOptions) {
+		o.leaveAfterWrite = true
+		o.leaders = false
+	}},
 	{"6: claims that tolerate the central taint are admitted", protocolSwitches{}, func(o *simOptions) { o.admitTolerations = true }},
 	{"8: a partial placement is never undone", protocolSwitches{noUndo: true}, nil},
 }

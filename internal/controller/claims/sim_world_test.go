@@ -263,6 +263,7 @@ func (w *simWorld) startOperator() *simOperator {
 		Now:            w.now,
 		FenceNamespace: simOperatorNS,
 		serialWrites:   true,
+		sleep:          func(context.Context, time.Duration) {},
 	}
 	r.fence = fence.New(fence.Options{Client: &simWriter{simReader: api, w: w, from: op.name}, Reader: api,
 		Namespace: simOperatorNS, Identity: op.name, Sleep: func(time.Duration) {},

@@ -245,7 +245,7 @@ func (r *Reconciler) fenceObject(ctx context.Context, obj client.Object, term st
 			return fmt.Errorf("fence %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, client.ObjectKeyFromObject(obj), err)
 		}
 		log.FromContext(ctx).V(1).Info("A sweep write got no definite answer; sending it again", "object", client.ObjectKeyFromObject(obj), "err", err.Error())
-		sleepCtx(ctx, delay)
+		r.sleep(ctx, delay)
 		delay = min(2*delay, sweepMaxRetry)
 	}
 }
