@@ -33,8 +33,9 @@ import (
 
 // The fence's Lease lives in the operator's namespace beside the
 // leader-election Lease, and is written only by the elected leader, under
-// the leader-election Role (config/rbac/leader_election_role.yaml: get,
-// create, update and patch of leases in that namespace).
+// the operator's Role in that namespace (the markers of
+// internal/controller/claims term.go: get, update and patch of this Lease
+// by name, create of leases).
 const (
 	// DefaultName is the name of the fence's Lease.
 	DefaultName = "drastack-allocation-fence"
