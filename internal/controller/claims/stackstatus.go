@@ -154,6 +154,8 @@ func (w *statusWriter) setCentral(ctx context.Context, cfg claimpolicy.Config, c
 	}
 	part, err := central.NewPartition(in)
 	if err != nil {
+		// Reported by the DRAStack controller (SpecValid), not here every
+		// interval.
 		return nil
 	}
 	allocations := make([]*resourceapi.AllocationResult, 0, len(claims))
