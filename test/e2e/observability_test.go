@@ -326,6 +326,14 @@ func TestObservability(t *testing.T) {
 				obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`sum(drastack_claim_placements_total{result="Allocated"}) >= %d`, round+1))
 				obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`sum(drastack_webhook_admission_duration_seconds_count{result="patched"}) >= %d`, round+1))
 			}
+			// The claim metrics of issue 26: each claim allocated (two
+			// immediate, two of pods) was timed by the engine and its
+			// latency observed as Allocated; all of them hold central
+			// devices; every pending reason has its series.
+			obsWaitQuery(ctx, t, s.prom, `sum(drastack_claim_allocation_latency_seconds_count{result="Allocated"}) >= 4`)
+			obsWaitQuery(ctx, t, s.prom, `sum(drastack_claim_engine_duration_seconds_count{result="Allocated"}) >= 4`)
+			obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`drastack_claim_central_devices{driver=%q, state="allocated"} >= 4`, obsDriver))
+			obsWaitQuery(ctx, t, s.prom, fmt.Sprintf(`count(drastack_claims_pending) == %d`, len(claimpolicy.PendingReasons)))
 			// Every admission was answered: no error results, so the
 			// AdmissionWebhookErrors alert has nothing to count.
 			if n, err := obsValues(ctx, s.prom, `sum(drastack_webhook_admission_duration_seconds_count{result="error"}) > 0`); err != nil || n > 0 {
