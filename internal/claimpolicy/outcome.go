@@ -87,11 +87,7 @@ func RetryOf(o Outcome) Retry {
 // they are counted in the DRAStack's status (unsatisfiable or invalid)
 // instead of pending.
 func (o Outcome) Stuck() bool {
-	switch o {
-	case OutcomeUnsatisfiable, OutcomeSearchBound, OutcomeInvalid, OutcomeNotSupported:
-		return true
-	}
-	return false
+	return PendingOf(o).State != PendingWaiting
 }
 
 // EventType is the Event type for an outcome: Normal for success,

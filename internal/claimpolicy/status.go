@@ -56,16 +56,18 @@ func Summarize(entries []Entry, now time.Time, generation int64) (v1alpha1.Claim
 	var counts v1alpha1.ClaimCounts
 	var notSupported, backlog []Entry
 	for _, e := range entries {
-		switch {
-		case e.Allocated:
+		if e.Allocated {
 			counts.Allocated++
-		case e.Outcome == OutcomeUnsatisfiable || e.Outcome == OutcomeSearchBound:
+			continue
+		}
+		switch PendingOf(e.Outcome).State {
+		case PendingUnsatisfiable:
 			counts.Unsatisfiable++
-		case e.Outcome == OutcomeInvalid:
+		case PendingInvalid:
 			counts.Invalid++
-		case e.Outcome == OutcomeNotSupported:
-			counts.Invalid++
-			notSupported = append(notSupported, e)
+			if e.Outcome == OutcomeNotSupported {
+				notSupported = append(notSupported, e)
+			}
 		default:
 			counts.Pending++
 			if !e.Since.IsZero() && now.Sub(e.Since) > BacklogAfter {

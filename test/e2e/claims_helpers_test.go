@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -455,8 +456,8 @@ func clMetric(t *testing.T, name string, labels map[string]string) float64 {
 
 // clHistogram reads the cumulative bucket counts (upper bound -> count) of
 // a histogram of the process's controller-runtime registry, summed over
-// labels.
-func clHistogram(t *testing.T, name string) map[float64]uint64 {
+// the series whose label result is result.
+func clHistogram(t *testing.T, name, result string) map[float64]uint64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
@@ -468,6 +469,9 @@ func clHistogram(t *testing.T, name string) map[float64]uint64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "result" && l.GetValue() == result }) {
+				continue
+			}
 			for _, b := range m.GetHistogram().GetBucket() {
 				out[b.GetUpperBound()] += b.GetCumulativeCount()
 			}

@@ -493,7 +493,7 @@ func TestClaimsStress(t *testing.T) {
 				prefix := fmt.Sprintf("b%d-", b)
 				s.watch.reset(prefix)
 				objs := stObjects(perKind/2, perKind/2, perKind, prefix)
-				hist0 := clHistogram(t, "drastack_claim_allocation_latency_seconds")
+				hist0 := clHistogram(t, "drastack_claim_allocation_latency_seconds", "Allocated")
 				var midway func()
 				var restartedIn time.Duration
 				var before map[string]string
@@ -578,7 +578,7 @@ func TestClaimsStress(t *testing.T) {
 					seen = append(seen, d...)
 					windowFloor = append(windowFloor, wf...)
 				}
-				hist := clHistogram(t, "drastack_claim_allocation_latency_seconds")
+				hist := clHistogram(t, "drastack_claim_allocation_latency_seconds", "Allocated")
 				t.Logf("burst %d: claim seen -> allocation written, as the operator measures it: p50 %s, p99 %s", b, clQuantile(hist0, hist, 0.5), clQuantile(hist0, hist, 0.99))
 				clearStress(ctx, t, c)
 			}

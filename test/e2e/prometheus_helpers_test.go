@@ -100,6 +100,8 @@ func startPrometheus(ctx context.Context, t *testing.T, c *cluster.Cluster, dir 
 		"--log.level=warn")
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	// Dies with the test binary, however it ends (a timeout, a signal).
+	p.cmd.SysProcAttr = cluster.ChildProcAttr()
 	begin := time.Now()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start prometheus: %v", err)

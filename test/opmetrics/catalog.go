@@ -58,9 +58,6 @@ type Family struct {
 	Labels []string
 	// Help is its help text.
 	Help string
-	// Pending marks a family of Proposed that the operator does not
-	// register yet.
-	Pending bool
 }
 
 // HasLabel says whether the family's series carry label l.
@@ -69,8 +66,6 @@ func (f Family) HasLabel(l string) bool { return slices.Contains(f.Labels, l) }
 // Catalog holds the metric families the operator registers.
 type Catalog struct {
 	families map[string]Family
-	// proposed are the families of Proposed not registered yet.
-	proposed map[string]Family
 }
 
 var (
@@ -139,7 +134,7 @@ func build() (*Catalog, error) {
 		return nil, fmt.Errorf("build the operator: %w", err)
 	}
 
-	c := &Catalog{families: map[string]Family{}, proposed: map[string]Family{}}
+	c := &Catalog{families: map[string]Family{}}
 	for _, col := range rec.collectors {
 		fams, err := describe(col)
 		if err != nil {
@@ -155,12 +150,6 @@ func build() (*Catalog, error) {
 	}
 	for _, mf := range gathered {
 		c.add(fromDTO(mf))
-	}
-	for _, f := range Proposed {
-		if have, ok := c.families[f.Name]; !ok || !Covers(have, f) {
-			f.Pending = true
-			c.proposed[f.Name] = f
-		}
 	}
 	return c, nil
 }
@@ -190,33 +179,10 @@ func (c *Catalog) Families() []Family {
 	return out
 }
 
-// Family returns a family of Proposed that is not registered as proposed
-// yet (Pending set), else a registered family.
+// Family returns a registered family.
 func (c *Catalog) Family(name string) (Family, bool) {
-	if f, ok := c.proposed[name]; ok {
-		return f, true
-	}
 	f, ok := c.families[name]
 	return f, ok
-}
-
-func (c *Catalog) registeredFamily(name string) (Family, bool) {
-	f, ok := c.families[name]
-	return f, ok
-}
-
-// Covers says whether a registered family is what proposal asks for: the
-// same type, with every label of the proposal.
-func Covers(registered, proposal Family) bool {
-	if registered.Kind != proposal.Kind && registered.Kind != Unknown {
-		return false
-	}
-	for _, l := range proposal.Labels {
-		if !registered.HasLabel(l) {
-			return false
-		}
-	}
-	return true
 }
 
 // Registers says whether the operator registers the family.

@@ -27,6 +27,11 @@ func TestRegistered(t *testing.T) {
 		{"drastack_pool_validation_duration_seconds", Histogram, nil},
 		{"drastack_claim_allocations_total", Counter, []string{"engine", "result"}},
 		{"drastack_claim_gated_pods", Gauge, nil},
+		// Issue 26, point 4.
+		{"drastack_claim_allocation_latency_seconds", Histogram, []string{"engine", "result"}},
+		{"drastack_claim_engine_duration_seconds", Histogram, []string{"engine", "result"}},
+		{"drastack_claims_pending", Gauge, []string{"reason", "state"}},
+		{"drastack_claim_central_devices", Gauge, []string{"driver", "state"}},
 		{"drastack_driver_nodes", Unknown, []string{"driver", "state"}},
 		{"drastack_webhook_admission_duration_seconds", Histogram, []string{"result", "webhook"}},
 		{"controller_runtime_webhook_requests_total", Counter, []string{"code", "webhook"}},
@@ -42,27 +47,6 @@ func TestRegistered(t *testing.T) {
 	}
 	if n := len(c.Families()); n < 20 {
 		t.Errorf("only %d families", n)
-	}
-}
-
-// TestProposedArePending fails once the operator registers a proposed
-// metric as written in Proposed: delete its entry then, so that the
-// dashboard and the e2e suite treat it as any other.
-func TestProposedArePending(t *testing.T) {
-	c, err := Registered()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range Proposed {
-		if have, ok := c.families[p.Name]; ok && Covers(have, p) {
-			t.Errorf("%s is registered now (%s, labels %v): delete it from Proposed", p.Name, have.Kind, have.Labels)
-		}
-		if f, ok := c.Family(p.Name); !ok || !f.Pending {
-			t.Errorf("%s: Family = %+v, %v; want it pending", p.Name, f, ok)
-		}
-		if p.Help == "" || len(p.Labels) == 0 || !slices.IsSorted(p.Labels) {
-			t.Errorf("%s: a proposal needs a help text and its labels, sorted", p.Name)
-		}
 	}
 }
 
@@ -84,7 +68,7 @@ func TestParseDesc(t *testing.T) {
 
 // testCatalog is a catalog made by hand, for the checks of Check.
 func testCatalog() *Catalog {
-	c := &Catalog{families: map[string]Family{}, proposed: map[string]Family{}}
+	c := &Catalog{families: map[string]Family{}}
 	for _, f := range []Family{
 		{Name: "pools", Kind: Unknown, Labels: []string{"driver", "health"}},
 		{Name: "health", Kind: Gauge, Labels: []string{"driver", "health", "pool", "reason"}},
@@ -94,8 +78,6 @@ func testCatalog() *Catalog {
 	} {
 		c.families[f.Name] = f
 	}
-	c.proposed["latency_seconds"] = Family{Name: "latency_seconds", Kind: Histogram, Labels: []string{"engine", "result"}, Pending: true}
-	c.proposed["new_total"] = Family{Name: "new_total", Kind: Counter, Labels: []string{"x"}, Pending: true}
 	return c
 }
 
@@ -104,18 +86,16 @@ func TestCheck(t *testing.T) {
 	for _, tc := range []struct {
 		expr    string
 		metrics []string
-		pending bool
 		err     string
 	}{
 		{expr: `sum by (health) (pools{driver=~".*"})`, metrics: []string{"pools"}},
 		{expr: `max by (driver, pool, reason) (health{health="Invalid"}) == 1`, metrics: []string{"health"}},
 		{expr: `histogram_quantile(0.99, sum by (le, engine) (rate(latency_seconds_bucket[5m])))`, metrics: []string{"latency_seconds_bucket"}},
-		// The label result is proposed, not registered.
-		{expr: `histogram_quantile(0.99, sum by (le, engine, result) (rate(latency_seconds_bucket[5m])))`, metrics: []string{"latency_seconds_bucket"}, pending: true},
+		{expr: `histogram_quantile(0.99, sum by (le, engine, result) (rate(latency_seconds_bucket[5m])))`, err: `by/without label "result"`},
 		{expr: `rate(latency_seconds_sum[5m]) / rate(latency_seconds_count[5m])`, metrics: []string{"latency_seconds_sum", "latency_seconds_count"}},
 		{expr: `rpc_seconds{quantile="0.9"} + on (instance) rpc_seconds_count`, metrics: []string{"rpc_seconds", "rpc_seconds_count"}},
-		{expr: `sum by (job) (rate(new_total[1m])) or vector(0)`, metrics: []string{"new_total"}, pending: true},
-		{expr: `sum by (y) (rate(new_total[1m]))`, err: `label "y"`},
+		{expr: `sum by (job) (rate(attempts_total[1m])) or vector(0)`, metrics: []string{"attempts_total"}},
+		{expr: `sum by (y) (rate(attempts_total[1m]))`, err: `label "y"`},
 		{expr: `{__name__="pools", driver="a"}`, metrics: []string{"pools"}},
 		{expr: `sum by (alias) (label_replace(pools, "alias", "$1", "driver", "(.*)"))`, metrics: []string{"pools"}},
 		{expr: `sum(rate(gone_total[5m]))`, err: "metric gone_total is not one the operator registers"},
@@ -143,9 +123,6 @@ func TestCheck(t *testing.T) {
 		var got []string
 		for _, u := range uses {
 			got = append(got, u.Series)
-			if u.Pending != tc.pending {
-				t.Errorf("Check(%s): %s pending %v, want %v", tc.expr, u.Series, u.Pending, tc.pending)
-			}
 		}
 		if !slices.Equal(got, tc.metrics) {
 			t.Errorf("Check(%s) selects %v, want %v", tc.expr, got, tc.metrics)

@@ -21,10 +21,6 @@ type Use struct {
 	Series string
 	// Family is the family the series belongs to.
 	Family Family
-	// Pending: the expression needs a family of Proposed that the
-	// operator does not register as proposed yet (a new family, or labels
-	// an existing one lacks).
-	Pending bool
 }
 
 var promql = parser.NewParser(parser.Options{})
@@ -35,9 +31,8 @@ func Parse(expr string) (parser.Expr, error) {
 }
 
 // Check parses expr with Prometheus' parser and checks it against the
-// catalog: every series it selects names a registered family (or a pending
-// one of Proposed), a histogram only through _bucket, _sum or _count and a
-// summary through its name, _sum or _count; every label it matches on is
+// catalog: every series it selects names a registered family, a histogram
+// only through _bucket, _sum or _count and a summary through its name, _sum or _count; every label it matches on is
 // one those series carry; every label it aggregates by, or matches vectors
 // on, is carried by a series below it; and it selects at least one metric.
 // It returns the metrics the expression selects.
@@ -46,26 +41,11 @@ func (c *Catalog) Check(expr string) ([]Use, error) {
 	if err != nil {
 		return nil, err
 	}
-	uses, err := c.check(root, false)
-	if err == nil {
-		return uses, nil
-	}
-	if len(c.proposed) == 0 {
-		return nil, err
-	}
-	pending, perr := c.check(root, true)
-	if perr != nil {
-		return nil, perr
-	}
-	for i := range pending {
-		pending[i].Pending = true
-	}
-	return pending, nil
+	return c.check(root)
 }
 
-// check checks the parsed expression against the registered families, or
-// with withProposed against them and the pending families of Proposed.
-func (c *Catalog) check(root parser.Expr, withProposed bool) ([]Use, error) {
+// check checks the parsed expression against the registered families.
+func (c *Catalog) check(root parser.Expr) ([]Use, error) {
 	var (
 		uses []Use
 		errs []error
@@ -73,7 +53,7 @@ func (c *Catalog) check(root parser.Expr, withProposed bool) ([]Use, error) {
 	parser.Inspect(root, func(node parser.Node, _ []parser.Node) error {
 		switch n := node.(type) {
 		case *parser.VectorSelector:
-			u, carried, err := c.selector(n, withProposed)
+			u, carried, err := c.selector(n)
 			if err != nil {
 				errs = append(errs, err)
 				return nil
@@ -86,18 +66,18 @@ func (c *Catalog) check(root parser.Expr, withProposed bool) ([]Use, error) {
 			}
 		case *parser.AggregateExpr:
 			if len(n.Grouping) > 0 {
-				errs = append(errs, c.labelsBelow(n.Expr, withProposed, n.Grouping, fmt.Sprintf("%s by/without", n.Op))...)
+				errs = append(errs, c.labelsBelow(n.Expr, n.Grouping, fmt.Sprintf("%s by/without", n.Op))...)
 			}
 		case *parser.BinaryExpr:
 			if vm := n.VectorMatching; vm != nil {
 				if vm.On {
 					// on(): both sides must carry the labels.
-					errs = append(errs, c.labelsBelow(n.LHS, withProposed, vm.MatchingLabels, "vector matching on")...)
-					errs = append(errs, c.labelsBelow(n.RHS, withProposed, vm.MatchingLabels, "vector matching on")...)
+					errs = append(errs, c.labelsBelow(n.LHS, vm.MatchingLabels, "vector matching on")...)
+					errs = append(errs, c.labelsBelow(n.RHS, vm.MatchingLabels, "vector matching on")...)
 				} else {
-					errs = append(errs, c.labelsBelow(n, withProposed, vm.MatchingLabels, "vector matching ignoring")...)
+					errs = append(errs, c.labelsBelow(n, vm.MatchingLabels, "vector matching ignoring")...)
 				}
-				errs = append(errs, c.labelsBelow(n, withProposed, vm.Include, "group_left/group_right")...)
+				errs = append(errs, c.labelsBelow(n, vm.Include, "group_left/group_right")...)
 			}
 		}
 		return nil
@@ -105,16 +85,16 @@ func (c *Catalog) check(root parser.Expr, withProposed bool) ([]Use, error) {
 	if len(uses) == 0 && len(errs) == 0 {
 		errs = append(errs, errors.New("selects no metric"))
 	}
-	return uses, errors.Join(errs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return uses, nil
 }
 
 // selector resolves a vector selector to its family and the labels its
 // series carry.
-func (c *Catalog) selector(vs *parser.VectorSelector, withProposed bool) (Use, []string, error) {
-	lookup := c.registeredFamily
-	if withProposed {
-		lookup = c.Family
-	}
+func (c *Catalog) selector(vs *parser.VectorSelector) (Use, []string, error) {
+	lookup := c.Family
 	name := vs.Name
 	if name == "" {
 		for _, m := range vs.LabelMatchers {
@@ -162,7 +142,7 @@ func seriesLabels(f Family, extra ...string) []string {
 // labelsBelow checks that each of names is carried by some series selected
 // under node. Functions that make labels up (label_replace, label_join,
 // count_values) end the check: their labels are the query's own.
-func (c *Catalog) labelsBelow(node parser.Node, withProposed bool, names []string, what string) []error {
+func (c *Catalog) labelsBelow(node parser.Node, names []string, what string) []error {
 	have := map[string]bool{}
 	madeUp := false
 	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
@@ -176,7 +156,7 @@ func (c *Catalog) labelsBelow(node parser.Node, withProposed bool, names []strin
 				madeUp = true
 			}
 		case *parser.VectorSelector:
-			if _, ls, err := c.selector(x, withProposed); err == nil {
+			if _, ls, err := c.selector(x); err == nil {
 				for _, l := range ls {
 					have[l] = true
 				}

@@ -121,11 +121,14 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 	var (
 		outcome claimpolicy.Outcome
 		failure error
+		took    time.Duration
 	)
 	err := r.ledger.Decide(ctx, claim.Namespace, engine, func(d *ledger.Decision) error {
 		actx, cancel := context.WithTimeout(ctx, cfg.AllocationTimeout)
 		defer cancel()
+		start := time.Now()
 		results, err := d.Session().Allocate(actx, []*resourceapi.ResourceClaim{scoped}, allocator.Options{MaxSteps: r.MaxSteps, Policy: cfg.PlacementPolicy})
+		took = time.Since(start)
 		outcome, failure = classify(actx, err, cfg)
 		if outcome != claimpolicy.OutcomeAllocated {
 			return nil
@@ -146,7 +149,11 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 		return ctrl.Result{}, err
 	}
 	allocationsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
+	observeEngine(engine.Name(), outcome, took)
 	if outcome != claimpolicy.OutcomeAllocated {
+		// An allocation's latency ends when its write commits
+		// (finishWrite).
+		observeLatency(engine.Name(), outcome, r.claims.seenSince(key, r.now()), r.now(), 1)
 		return r.claimFailed(ctx, claim, engine.Name(), outcome, failure)
 	}
 	return r.finishWrite(ctx, claim, engine.Name())
@@ -161,7 +168,7 @@ func (r *Reconciler) finishWrite(ctx context.Context, claim *resourceapi.Resourc
 	switch outcome {
 	case writeConfirmed:
 		if written != nil {
-			allocationLatency.WithLabelValues(engineOr(engine, r.cfg.get().Engine)).Observe(r.now().Sub(r.claims.seenSince(key, r.now())).Seconds())
+			observeLatency(engineOr(engine, r.cfg.get().Engine), claimpolicy.OutcomeAllocated, r.claims.seenSince(key, r.now()), r.now(), 1)
 			log.FromContext(ctx).V(1).Info("Allocated claim", "claim", key, "devices", len(written.Status.Allocation.Devices.Results))
 			r.event(written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine: %s",
 				engineOr(engine, r.cfg.get().Engine), deviceList(written.Status.Allocation))
@@ -171,6 +178,7 @@ func (r *Reconciler) finishWrite(ctx context.Context, claim *resourceapi.Resourc
 	case writeReleased:
 		if errors.Is(err, errRefused) {
 			allocationsTotal.WithLabelValues(engineOr(engine, r.cfg.get().Engine), string(claimpolicy.OutcomeInvalid)).Inc()
+			observeLatency(engineOr(engine, r.cfg.get().Engine), claimpolicy.OutcomeInvalid, r.claims.seenSince(key, r.now()), r.now(), 1)
 			if r.claims.record(key, failure{outcome: claimpolicy.OutcomeInvalid, message: err.Error()}) {
 				r.event(claim, corev1.EventTypeWarning, EventRefused, "Allocate", "%v (not retried until the claim changes)", err)
 			}

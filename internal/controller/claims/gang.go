@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -270,6 +271,7 @@ func (p *placementReconciler) placeGang(ctx context.Context, cfg claimpolicy.Con
 		outcome = claimpolicy.OutcomeUnsatisfiable
 		last    error
 		chosen  []allocator.MemberResult
+		took    time.Duration
 	)
 	now := r.now()
 	unitName := gangUnit(decl.spec)
@@ -281,6 +283,8 @@ func (p *placementReconciler) placeGang(ctx context.Context, cfg claimpolicy.Con
 		}
 		actx, cancel := context.WithTimeout(ctx, cfg.AllocationTimeout)
 		defer cancel()
+		start := time.Now()
+		defer func() { took = time.Since(start) }()
 		search := g
 		search.Members = slices.Clone(g.Members)
 		// Each member's claims fit its node alone; members placed on one
@@ -332,12 +336,16 @@ func (p *placementReconciler) placeGang(ctx context.Context, cfg claimpolicy.Con
 		if outcome == claimpolicy.OutcomeAllocated {
 			outcome = claimpolicy.OutcomeUnsatisfiable
 		}
+		if took > 0 { // the engine ran
+			observeEngine(engine.Name(), outcome, took)
+		}
 		if outcome == claimpolicy.OutcomeUnsatisfiable && last != nil {
 			last = fmt.Errorf("%w%s", last, noCentralHint(cfg))
 		}
 		return fail(outcome, last, func() string { return r.gangVerdict(ctx, outcome, g, filters) })
 	}
 	gangPlacements.WithLabelValues(engine.Name(), string(claimpolicy.OutcomeAllocated)).Inc()
+	observeEngine(engine.Name(), claimpolicy.OutcomeAllocated, took)
 	for i, m := range unit {
 		r.nodes.placed(m.key(), chosen[i].Node)
 		r.gangs.placed(m.pod, chosen[i].Node)

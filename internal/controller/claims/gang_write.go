@@ -66,7 +66,7 @@ func (p *placementReconciler) finishGang(ctx context.Context, cfg claimpolicy.Co
 		case writeConfirmed:
 			if w.written != nil {
 				allocationsTotal.WithLabelValues(cfg.Engine, string(claimpolicy.OutcomeAllocated)).Inc()
-				allocationLatency.WithLabelValues(cfg.Engine).Observe(r.now().Sub(r.pods.seenSince(key, r.now())).Seconds())
+				observeLatency(cfg.Engine, claimpolicy.OutcomeAllocated, r.pods.seenSince(key, r.now()), r.now(), 1)
 				r.claims.forget(types.NamespacedName{Namespace: w.claim.Namespace, Name: w.claim.Name})
 				r.event(w.written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine for pod %s of gang %s%s: %s",
 					cfg.Engine, w.m.pod.Name, decl.spec.Key(), onNode(r.gangs.nodeOf(w.m.pod)), deviceList(w.written.Status.Allocation))

@@ -288,10 +288,13 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 	}
 	now := r.now()
 	unit := unitOf(pod)
+	var took time.Duration
 	err = r.ledger.Decide(ctx, pod.Namespace, engine, func(d *ledger.Decision) error {
 		actx, cancel := context.WithTimeout(ctx, cfg.AllocationTimeout)
 		defer cancel()
 		var chosen []allocator.Result
+		start := time.Now()
+		defer func() { took = time.Since(start) }()
 		for _, n := range candidates {
 			results, err := d.Session().Allocate(actx, claims, allocator.Options{Node: n.Name, MaxSteps: r.MaxSteps, Policy: cfg.PlacementPolicy})
 			o, err := classify(actx, err, cfg)
@@ -328,7 +331,14 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 		return ctrl.Result{}, err
 	}
 	placementsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
+	if len(candidates) > 0 {
+		// The engine ran (on no node, it did not).
+		observeEngine(engine.Name(), outcome, took)
+	}
 	if outcome != claimpolicy.OutcomeAllocated {
+		// Each claim the placement was for; an allocation's latency ends
+		// when its write commits (finishUnit).
+		observeLatency(engine.Name(), outcome, r.pods.seenSince(key, r.now()), r.now(), len(pc.toPlace))
 		if outcome == claimpolicy.OutcomeUnsatisfiable {
 			last = errors.New(unplaceableMessage(total, nodeReasons, misses) + noCentralHint(cfg))
 		}
@@ -384,7 +394,7 @@ func (p *placementReconciler) finishUnit(ctx context.Context, cfg claimpolicy.Co
 			confirmed++
 			if a.written != nil {
 				allocationsTotal.WithLabelValues(engine, string(claimpolicy.OutcomeAllocated)).Inc()
-				allocationLatency.WithLabelValues(engine).Observe(r.now().Sub(r.pods.seenSince(key, r.now())).Seconds())
+				observeLatency(engine, claimpolicy.OutcomeAllocated, r.pods.seenSince(key, r.now()), r.now(), 1)
 				r.claims.forget(types.NamespacedName{Namespace: pod.Namespace, Name: pc.pending[i].Name})
 				r.event(a.written, corev1.EventTypeNormal, EventAllocated, "Allocate", "allocated by the %s engine for pod %s%s: %s",
 					engine, pod.Name, onNode(node), deviceList(a.written.Status.Allocation))

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
 	"github.com/drastack/drastack/internal/controller/statusapply"
 )
@@ -32,6 +33,8 @@ type stackClaimStatus struct {
 type statusWriter struct {
 	r        *Reconciler
 	interval time.Duration
+	// central keeps the partition's size gauge.
+	central centralGauge
 }
 
 // NeedLeaderElection: only the leader allocates, so only it knows the
@@ -67,14 +70,18 @@ func (w *statusWriter) write(ctx context.Context) error {
 	}
 	cfg := claimpolicy.ConfigFrom(&st)
 	if !cfg.Active {
+		w.central.set(nil)
 		return nil
 	}
 	var claims resourceapi.ResourceClaimList
 	if err := r.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
+	if err := w.setCentral(ctx, cfg, claims.Items); err != nil {
+		return err
+	}
 	entries := make([]claimpolicy.Entry, 0, len(claims.Items))
-	var waiting, unsatisfiable, invalid int
+	var outcomes []claimpolicy.Outcome
 	for i := range claims.Items {
 		c := &claims.Items[i]
 		if claimpolicy.SelectClaim(cfg, c) == claimpolicy.WhyNone {
@@ -90,14 +97,7 @@ func (w *statusWriter) write(ctx context.Context) error {
 				e.Outcome = f.outcome
 			}
 			e.Since = r.claims.waitingSince(key, c.CreationTimestamp.Time)
-			switch {
-			case e.Outcome == claimpolicy.OutcomeInvalid || e.Outcome == claimpolicy.OutcomeNotSupported:
-				invalid++
-			case e.Outcome.Stuck():
-				unsatisfiable++
-			default:
-				waiting++
-			}
+			outcomes = append(outcomes, e.Outcome)
 		}
 		entries = append(entries, e)
 	}
@@ -109,9 +109,7 @@ func (w *statusWriter) write(ctx context.Context) error {
 	} else {
 		oldestReservation.Set(0)
 	}
-	pendingClaims.WithLabelValues("waiting").Set(float64(waiting))
-	pendingClaims.WithLabelValues("unsatisfiable").Set(float64(unsatisfiable))
-	pendingClaims.WithLabelValues("invalid").Set(float64(invalid))
+	setPending(pendingCounts(outcomes))
 	if r.podCache != nil {
 		var pods corev1.PodList
 		if err := r.podCache.List(ctx, &pods, client.UnsafeDisableDeepCopy); err == nil {
@@ -138,6 +136,34 @@ func (w *statusWriter) write(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// setCentral updates the partition's size: the central devices per
+// driver, and those an allocated claim holds (whoever allocated it). A
+// spec the partition cannot be built from leaves the gauge as it was: the
+// DRAStack controller reports that spec, and the taint loop keeps the
+// rules as they are too.
+func (w *statusWriter) setCentral(ctx context.Context, cfg claimpolicy.Config, claims []resourceapi.ResourceClaim) error {
+	if len(cfg.Central) == 0 {
+		w.central.set(nil)
+		return nil
+	}
+	in, err := w.r.partitionInputs(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	part, err := central.NewPartition(in)
+	if err != nil {
+		// Reported by the DRAStack controller (SpecValid), not here every
+		// interval.
+		return nil
+	}
+	allocations := make([]*resourceapi.AllocationResult, 0, len(claims))
+	for i := range claims {
+		allocations = append(allocations, claims[i].Status.Allocation)
+	}
+	w.central.set(central.Size(part, in.Slices, central.AllocatedDevices(allocations)))
+	return nil
 }
 
 // upToDate compares the fields this controller owns, ignoring the

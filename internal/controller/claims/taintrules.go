@@ -335,23 +335,32 @@ func (t *taintReconciler) setFinalizer(ctx context.Context, stack *v1alpha1.DRAS
 
 // partition reads slices and nodes from the cache into a central.Partition.
 func (t *taintReconciler) partition(ctx context.Context, cfg claimpolicy.Config) (*central.Partition, error) {
-	r := t.r
+	in, err := t.r.partitionInputs(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return central.NewPartition(in)
+}
+
+// partitionInputs reads what the partition of cfg is built from: the
+// slices and nodes of the cache.
+func (r *Reconciler) partitionInputs(ctx context.Context, cfg claimpolicy.Config) (central.Inputs, error) {
+	in := central.Inputs{Entries: cfg.Central, Published: r.cfg.published()}
 	var slices resourceapi.ResourceSliceList
 	if err := r.Client.List(ctx, &slices, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list ResourceSlices: %w", err)
+		return in, fmt.Errorf("list ResourceSlices: %w", err)
 	}
 	var nodes corev1.NodeList
 	if err := r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list Nodes: %w", err)
+		return in, fmt.Errorf("list Nodes: %w", err)
 	}
-	in := central.Inputs{Entries: cfg.Central, Published: r.cfg.published()}
 	for i := range slices.Items {
 		in.Slices = append(in.Slices, &slices.Items[i])
 	}
 	for i := range nodes.Items {
 		in.Nodes = append(in.Nodes, &nodes.Items[i])
 	}
-	return central.NewPartition(in)
+	return in, nil
 }
 
 // gatedPods counts the pods that carry the operator's gate.
