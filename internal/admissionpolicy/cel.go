@@ -25,6 +25,19 @@ func strList(ss []string) string {
 
 // label is the value of a label of the object expression obj, "" when it
 // has none.
+// canary says whether obj is one of the join barrier's canary objects
+// (internal/handover: labelled component canary and managed by drastack).
+func canary(obj string) string {
+	return fmt.Sprintf("(%s == %s && %s == %s)", label(obj, labelComponent), str(componentCanary), label(obj, labelManagedBy), str(managedByValue))
+}
+
+// canaryIn says whether the request writes a canary object in the
+// operator's namespace ns: the new object on a create, the old one on a
+// delete.
+func canaryIn(ns string) string {
+	return fmt.Sprintf(`request.?namespace.orValue("") == %s && (request.operation == "DELETE" ? %s : %s)`, str(ns), canary("oldObject"), canary("object"))
+}
+
 func label(obj, key string) string {
 	return fmt.Sprintf("%s.metadata.?labels[?%s].orValue(\"\")", obj, str(key))
 }

@@ -24,7 +24,7 @@ import (
 // version adds are not compared (the list comes from this build's
 // k8s.io/api); the API server itself keeps almost all of a pod's spec
 // immutable anyway.
-func podGates(u string) Pair {
+func podGates(u, ns string) Pair {
 	spec := jsonFields(reflect.TypeFor[corev1.PodSpec](), "schedulingGates")
 	isUpdate := `request.operation == "UPDATE"`
 	return newPair(PodGates, admissionregistrationv1.ValidatingAdmissionPolicySpec{
@@ -39,8 +39,10 @@ func podGates(u string) Pair {
 		},
 		Validations: []admissionregistrationv1.Validation{
 			{
-				Expression: isUpdate,
-				Message:    "the drastack operator never creates or deletes pods",
+				// The join barrier's canary pods (internal/handover), in the
+				// operator's own namespace, are the exception.
+				Expression: isUpdate + ` || (` + canaryIn(ns) + `)`,
+				Message:    "the drastack operator never creates or deletes pods (but the join barrier's canary pods in its own namespace)",
 			},
 			{
 				Expression:        `size(variables.changed) == 0`,
@@ -73,8 +75,8 @@ var ownedResources = []struct {
 // DeviceTaintRules with drastack.io/component=central and
 // app.kubernetes.io/managed-by=drastack.
 func ownedExpr(o string) string {
-	return fmt.Sprintf(`(%s != "" || (request.resource.resource == "devicetaintrules" && %s == "central" && %s == %s))`,
-		label(o, labelStack), label(o, labelComponent), label(o, labelManagedBy), str(managedByValue))
+	return fmt.Sprintf(`(%s != "" || (request.resource.resource == "devicetaintrules" && %s == "central" && %s == %s) || (request.resource.resource in ["devicetaintrules", "deviceclasses"] && %s))`,
+		label(o, labelStack), label(o, labelComponent), label(o, labelManagedBy), str(managedByValue), canary(o))
 }
 
 // ownedObjects: the operator creates, changes and deletes namespaces,
@@ -245,7 +247,7 @@ func heldToGrant(u string) Pair {
 // publisher's (internal/controller/publisher); node-local slices are the
 // kubelet plugins' (it deletes a removed driver's leftovers, which this
 // policy lets through).
-func claimsAndSlices(u string) Pair {
+func claimsAndSlices(u, ns string) Pair {
 	isClaim := `request.resource.resource == "resourceclaims"`
 	sameMeta := changedFields("object.metadata", "oldObject.metadata", "metadata.", []string{"labels", "annotations", "ownerReferences"})
 	otherFinalizers := func(o string) string {
@@ -262,12 +264,12 @@ func claimsAndSlices(u string) Pair {
 		},
 		Validations: []admissionregistrationv1.Validation{
 			{
-				Expression: `!(` + isClaim + `) || request.operation != "CREATE" || request.?dryRun.orValue(false)`,
-				Message:    "the drastack operator creates ResourceClaims only as server-side dry runs (the cluster probe)",
+				Expression: `!(` + isClaim + `) || request.operation != "CREATE" || request.?dryRun.orValue(false) || (` + canaryIn(ns) + `)`,
+				Message:    "the drastack operator creates ResourceClaims only as server-side dry runs (the cluster probe) and as the join barrier's canary claims in its own namespace",
 			},
 			{
-				Expression: `!(` + isClaim + `) || request.operation != "DELETE"`,
-				Message:    "the drastack operator never deletes ResourceClaims",
+				Expression: `!(` + isClaim + `) || request.operation != "DELETE" || (` + canaryIn(ns) + `)`,
+				Message:    "the drastack operator never deletes ResourceClaims but the join barrier's canary claims in its own namespace",
 			},
 			{
 				Expression:        `size(variables.claimChanges) == 0`,

@@ -2,6 +2,8 @@ package admissionpolicy
 
 import (
 	"testing"
+
+	"github.com/drastack/drastack/internal/handover"
 )
 
 func gatedPod(gates ...string) map[string]any {
@@ -41,6 +43,9 @@ func TestPodGates(t *testing.T) {
 			o["spec"].(m)["nodeSelector"] = m{"k": "v"}
 		})), denied, "not spec.nodeSelector, spec.tolerations"},
 		{"create a pod", create(operator, "", "pods", "team-a", pod), denied, "never creates or deletes pods"},
+		{"create a canary pod in its namespace", create(operator, "", "pods", DefaultIdentity.Namespace, canaryObj("c", DefaultIdentity.Namespace)), allowed, ""},
+		{"delete a canary pod in its namespace", del(operator, "", "pods", DefaultIdentity.Namespace, canaryObj("c", DefaultIdentity.Namespace)), allowed, ""},
+		{"create a canary-labelled pod elsewhere", create(operator, "", "pods", "team-a", canaryObj("c", "team-a")), denied, "never creates or deletes pods"},
 		{"delete a pod", del(operator, "", "pods", "team-a", pod), denied, "never creates or deletes pods"},
 		{"someone else changes a label", update(admin, "", "pods", "team-a", pod, edit(pod, func(o m) { o["metadata"].(m)["labels"] = m{"app": "y"} })), notMatched, ""},
 		{"a pod's status is another resource", req{op: "UPDATE", user: operator, resource: "pods", sub: "status", namespace: "team-a", name: "p", obj: pod, old: pod}, notMatched, ""},
@@ -60,6 +65,10 @@ func TestOwnedObjects(t *testing.T) {
 	stackNS := map[string]string{labelStack: "default"}
 	probeClass := obj("drastack-probe-extended-resource", "", nil, m{"spec": m{"extendedResourceName": "example.com/x"}})
 	run(t, OwnedObjects, []tcase{
+		{"create the canary DeviceClass", create(operator, "resource.k8s.io", "deviceclasses", "", canaryObj("drastack-canary", "")), allowed, ""},
+		{"delete a canary rule", del(operator, "resource.k8s.io", "devicetaintrules", "", canaryObj("drastack-canary-r1", "")), allowed, ""},
+		{"a canary-labelled DaemonSet is not owned", inNamespace(create(operator, "apps", "daemonsets", "drastack-drivers", ds("drastack-drivers", map[string]string{labelComponent: componentCanary, labelManagedBy: managedByValue})), stackNS),
+			denied, "only objects that carry its ownership labels"},
 		{"delete kube-system", del(operator, "", "namespaces", "", kubeSystem), denied,
 			"may create and delete only namespaces labelled drastack.io/stack, and change only namespaces it labels or labelled: not kube-system"},
 		{"delete its driver namespace", del(operator, "", "namespaces", "", drivers), allowed, ""},
@@ -189,6 +198,10 @@ func TestClaimsAndSlices(t *testing.T) {
 	run(t, ClaimsAndSlices, []tcase{
 		{"a dry-run claim (the cluster probe)", dryRun(create(operator, r, "resourceclaims", "default", claim)), allowed, ""},
 		{"a claim for real", create(operator, r, "resourceclaims", "default", claim), denied, "only as server-side dry runs"},
+		{"a canary claim in its namespace", create(operator, r, "resourceclaims", DefaultIdentity.Namespace, canaryObj("c", DefaultIdentity.Namespace)), allowed, ""},
+		{"delete a canary claim in its namespace", del(operator, r, "resourceclaims", DefaultIdentity.Namespace, canaryObj("c", DefaultIdentity.Namespace)), allowed, ""},
+		{"a canary-labelled claim elsewhere", create(operator, r, "resourceclaims", "team-a", canaryObj("c", "team-a")), denied, "only as server-side dry runs"},
+		{"delete a claim", del(operator, r, "resourceclaims", "team-a", claim), denied, "never deletes ResourceClaims"},
 		{"add the delete-protection finalizer", update(operator, r, "resourceclaims", "team-a", claim, withFinalizers(claimFinalizer)), allowed, ""},
 		{"remove it", update(operator, r, "resourceclaims", "team-a", withFinalizers("x.io/keep", claimFinalizer), withFinalizers("x.io/keep")), allowed, ""},
 		{"remove another finalizer", update(operator, r, "resourceclaims", "team-a", withFinalizers("x.io/keep"), withFinalizers()), denied, "adds or removes only the finalizer"},
@@ -261,4 +274,19 @@ func TestProbe(t *testing.T) {
 		{"the probe of another set", dryRun(create(operator, "events.k8s.io", "events", "drastack-system", ev("drastack-admission-probe-ffffffffffff"))), notMatched, ""},
 		{"another event", create(operator, "events.k8s.io", "events", "team-a", ev("claim.123")), notMatched, ""},
 	})
+}
+
+// canaryObj is an object labelled as one of the join barrier's canary
+// objects (internal/handover CanaryLabels).
+func canaryObj(name, namespace string) map[string]any {
+	return obj(name, namespace, map[string]string{labelComponent: componentCanary, labelManagedBy: managedByValue}, m{"spec": m{}})
+}
+
+// TestCanaryLabelsAreTheBarriers: the policies' exception for canary
+// objects names the labels internal/handover gives them.
+func TestCanaryLabelsAreTheBarriers(t *testing.T) {
+	l := handover.CanaryLabels("r1")
+	if l[labelComponent] != componentCanary || l[labelManagedBy] != managedByValue {
+		t.Errorf("handover.CanaryLabels = %v, the policies expect %s=%s and %s=%s", l, labelComponent, componentCanary, labelManagedBy, managedByValue)
+	}
 }

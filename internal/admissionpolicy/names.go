@@ -89,7 +89,10 @@ const (
 	// (internal/central RuleLabels) and removal rules (internal/driver).
 	labelComponent = "drastack.io/component"
 	labelManagedBy = "app.kubernetes.io/managed-by"
-	managedByValue = "drastack"
+	// componentCanary is the component label of the join barrier's canary
+	// objects (internal/handover ComponentCanary).
+	componentCanary = "canary"
+	managedByValue  = "drastack"
 	// schedulingGate is the operator's pod scheduling gate
 	// (internal/claimpolicy SchedulingGate).
 	schedulingGate = "resource.drastack.io/allocation"

@@ -29,12 +29,12 @@ func Set(id Identity) []Pair {
 func Fence(id Identity) []Pair {
 	u := id.Username()
 	return []Pair{
-		podGates(u),
+		podGates(u, id.Namespace),
 		ownedObjects(u),
 		driverNamespace(u),
 		roleBindings(u),
 		heldToGrant(u),
-		claimsAndSlices(u),
+		claimsAndSlices(u, id.Namespace),
 		stackFinalizers(u),
 		webhookCABundle(u),
 	}
