@@ -37,7 +37,7 @@ const (
 	// centralClass is the DeviceClass of the central entry: the operator
 	// creates it, and claims with CEL constraints must name it.
 	centralClass = "central-gpu.example.com"
-	driverNS      = "realnode-driver"
+	driverNS     = "realnode-driver"
 	// mig1g5gb selects the smallest MIG-like partitions of a driver.
 	mig1g5gb = `device.attributes["%s"].?profile.orValue("") == "1g.5gb"`
 )
