@@ -449,7 +449,9 @@ func (w *simWorld) workload() {
 			pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: claimpolicy.SchedulingGate}}
 			pod.Status.Conditions = []corev1.PodCondition{w.gatedCondition()}
 		}
-		ports := w.opts.hostPorts && ((w.opts.portConflicts && operator) || w.rng.IntN(3) == 0)
+		// Not for gang members: the gang's placement has its own checks
+		// (sim_gang_test.go).
+		ports := w.opts.hostPorts && !inGang(pod) && ((w.opts.portConflicts && operator) || w.rng.IntN(3) == 0)
 		if ports {
 			pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: simHostPort}}
 		}
