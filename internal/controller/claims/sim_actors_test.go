@@ -252,6 +252,12 @@ func (s *simScheduler) preBind(b simBinding) ([]*resourceapi.ResourceClaim, erro
 		if c.DeletionTimestamp != nil {
 			return written, fmt.Errorf("claim %s is being deleted", c.Name)
 		}
+		if c.Status.Allocation == nil && !slices.Contains(b.fresh, c.UID) {
+			// Its cycle saw the claim allocated: its update of
+			// reservedFor carries that resourceVersion, and the API
+			// server refuses reservedFor without an allocation anyway.
+			return written, fmt.Errorf("claim %s got deallocated", c.Name)
+		}
 		if c.Status.Allocation == nil {
 			c.Status.Allocation = want.Status.Allocation
 			if !slices.Contains(c.Finalizers, claimpolicy.Finalizer) {
