@@ -630,6 +630,9 @@ func (p *placementReconciler) recover(ctx context.Context, cfg claimpolicy.Confi
 	var after time.Duration
 	for _, c := range pc.placed {
 		rep := claimpolicy.Replace(cfg, c, pod, FieldManager, r.now())
+		if r.off.timerFromCondition {
+			rep = replaceFromCondition(cfg, c, pod, r.now())
+		}
 		if !rep.Now {
 			if rep.After > 0 && (after == 0 || rep.After < after) {
 				after = rep.After
@@ -650,6 +653,31 @@ func (p *placementReconciler) recover(ctx context.Context, cfg claimpolicy.Confi
 	}
 	r.forgetPod(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// replaceFromCondition is the recovery rule before issue 20, for the
+// simulation only (protocolSwitches.timerFromCondition): the wait counts
+// from the PodScheduled condition's lastTransitionTime, which for a pod
+// that waited behind its gate is its creation, and any Unschedulable
+// verdict counts, even one about an earlier placement.
+func replaceFromCondition(cfg claimpolicy.Config, c *resourceapi.ResourceClaim, pod *corev1.Pod, now time.Time) claimpolicy.Replacement {
+	if claimpolicy.SelectClaim(cfg, c) == claimpolicy.WhyNone || claimpolicy.IsImmediate(cfg, c) || !claimpolicy.Movable(c, FieldManager) ||
+		pod == nil || claimpolicy.HasGate(pod) || pod.DeletionTimestamp != nil {
+		return claimpolicy.Replacement{}
+	}
+	if _, ok := claimpolicy.Unschedulable(pod); !ok {
+		return claimpolicy.Replacement{}
+	}
+	var since time.Time
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled {
+			since = cond.LastTransitionTime.Time
+		}
+	}
+	if waited := now.Sub(since); waited < cfg.PlacementTimeout {
+		return claimpolicy.Replacement{After: cfg.PlacementTimeout - waited}
+	}
+	return claimpolicy.Replacement{Now: true, Reason: "unschedulable since " + since.UTC().Format(time.RFC3339)}
 }
 
 // liftGate removes the operator's scheduling gate, with a resourceVersion

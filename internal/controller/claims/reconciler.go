@@ -133,6 +133,10 @@ type protocolSwitches struct {
 	noHolds bool
 	// noUndo leaves half placements as they are (problem 8).
 	noUndo bool
+	// timerFromCondition starts the recovery timer at the PodScheduled
+	// condition's lastTransitionTime and counts any Unschedulable verdict,
+	// as Replace did before (problem 7).
+	timerFromCondition bool
 	// noJoin lets the engine use a central pool as soon as the cache
 	// shows its DeviceTaintRule, before the join barrier ran (problem 4).
 	noJoin bool

@@ -113,6 +113,11 @@ func (s *simScheduler) cycle() {
 			node = n
 		}
 	}
+	if node != "" && s.portTaken(pod, node) {
+		// Its claims pin the pod to a node its NodePorts filter refuses.
+		s.verdict(pod, corev1.PodReasonUnschedulable, portsMessage())
+		return
+	}
 	var results []allocator.Result
 	if len(toAllocate) > 0 {
 		in := s.inputs()
@@ -123,7 +128,7 @@ func (s *simScheduler) cycle() {
 		}
 		for i := range simNodes {
 			n := simNode(i)
-			if node != "" && n != node {
+			if (node != "" && n != node) || s.portTaken(pod, n) {
 				continue
 			}
 			res, err := sess.Allocate(context.Background(), toAllocate, allocator.Options{Node: n})
@@ -139,8 +144,12 @@ func (s *simScheduler) cycle() {
 			return
 		}
 	}
-	if node == "" {
-		node = simNode(0)
+	for i := 0; node == "" || s.portTaken(pod, node); i++ {
+		if i == simNodes {
+			s.verdict(pod, corev1.PodReasonUnschedulable, fmt.Sprintf("0/%d nodes are available: %d node(s) didn't have free ports for the requested pod ports.", simNodes, simNodes))
+			return
+		}
+		node = simNode(i)
 	}
 	b := simBinding{at: w.step + 1 + w.rng.IntN(25), pod: keyNN(pod), node: node}
 	for i, c := range toAllocate {
@@ -243,6 +252,12 @@ func (s *simScheduler) preBind(b simBinding) ([]*resourceapi.ResourceClaim, erro
 		if c.DeletionTimestamp != nil {
 			return written, fmt.Errorf("claim %s is being deleted", c.Name)
 		}
+		if c.Status.Allocation == nil && !slices.Contains(b.fresh, c.UID) {
+			// Its cycle saw the claim allocated: its update of
+			// reservedFor carries that resourceVersion, and the API
+			// server refuses reservedFor without an allocation anyway.
+			return written, fmt.Errorf("claim %s got deallocated", c.Name)
+		}
 		if c.Status.Allocation == nil {
 			c.Status.Allocation = want.Status.Allocation
 			if !slices.Contains(c.Finalizers, claimpolicy.Finalizer) {
@@ -317,12 +332,18 @@ func (s *simScheduler) verdict(pod *corev1.Pod, reason, msg string) {
 	}
 	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
 	i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodScheduled })
+	// lastTransitionTime moves only when the status flips (a gated pod's
+	// condition was False from its creation).
+	cond.LastTransitionTime = metaNow(w.clock)
 	switch {
 	case i < 0:
 		p.Status.Conditions = append(p.Status.Conditions, cond)
 	case p.Status.Conditions[i].Status == cond.Status && p.Status.Conditions[i].Reason == reason && p.Status.Conditions[i].Message == msg:
 		return
 	default:
+		if p.Status.Conditions[i].Status == cond.Status {
+			cond.LastTransitionTime = p.Status.Conditions[i].LastTransitionTime
+		}
 		p.Status.Conditions[i] = cond
 	}
 	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: claimpolicy.SchedulerName, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
@@ -432,9 +453,16 @@ func (w *simWorld) workload() {
 		gated := operator && !(w.opts.webhookDown && w.rng.IntN(3) == 0)
 		if gated {
 			pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: claimpolicy.SchedulingGate}}
+			pod.Status.Conditions = []corev1.PodCondition{w.gatedCondition()}
+		}
+		// Not for gang members: the gang's placement has its own checks
+		// (sim_gang_test.go).
+		ports := w.opts.hostPorts && !inGang(pod) && ((w.opts.portConflicts && operator) || w.rng.IntN(3) == 0)
+		if ports {
+			pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: simHostPort}}
 		}
 		_ = st.create(pod)
-		w.logf("workload: pod %s (%d claims, operator %v, gated %v)", name, n, operator, gated)
+		w.logf("workload: pod %s (%d claims, operator %v, gated %v, host port %v)", name, n, operator, gated, ports)
 	case p < 0.4 && len(pods) < 8 && len(claims) < 14:
 		// A tenant's claim that tolerates the central taint, for an
 		// ungated pod of kube-scheduler's class. The operator's admission
@@ -866,7 +894,7 @@ func (w *simWorld) checkSettled() *violation {
 		if len(open) == 0 && len(placed) > 0 && claimpolicy.HasGate(p) {
 			return &violation{step: w.step, what: fmt.Sprintf("pod %s is still gated with all its claims (%s) allocated", p.Name, claimNames(placed))}
 		}
-		if len(open) > 0 && w.placeable(leader, open) {
+		if len(open) > 0 && w.placeable(leader, p, open) {
 			return &violation{step: w.step, what: fmt.Sprintf("pod %s waits (gated %v) although its claims %s can be placed", p.Name, claimpolicy.HasGate(p), claimNames(open))}
 		}
 	}
@@ -902,8 +930,9 @@ func (w *simWorld) checkJoins(leader *simOperator) *violation {
 }
 
 // placeable asks the engine, on the settled state as the operator sees it,
-// whether claims fit together on some node.
-func (w *simWorld) placeable(op *simOperator, claims []*resourceapi.ResourceClaim) bool {
+// whether claims fit together on some node where kube-scheduler would let
+// the pod run (its host port is free there).
+func (w *simWorld) placeable(op *simOperator, pod *corev1.Pod, claims []*resourceapi.ResourceClaim) bool {
 	view, err := op.r.source.Read(context.Background())
 	if err != nil {
 		return false
@@ -924,6 +953,9 @@ func (w *simWorld) placeable(op *simOperator, claims []*resourceapi.ResourceClai
 		forOp = append(forOp, scoped)
 	}
 	for i := range simNodes {
+		if w.sched.portTaken(pod, simNode(i)) {
+			continue
+		}
 		if _, err := sess.Allocate(context.Background(), forOp, allocator.Options{Node: simNode(i)}); err == nil {
 			return true
 		}
@@ -931,18 +963,24 @@ func (w *simWorld) placeable(op *simOperator, claims []*resourceapi.ResourceClai
 	return false
 }
 
-// run runs a world for opts.steps, checking I1 after every step, then
-// settles it and checks I2 and I3.
+// run runs a world for opts.steps, checking I1 and I4 after every step,
+// then settles it and checks I2 and I3.
 func (w *simWorld) run() *violation {
 	for range w.opts.steps {
 		w.stepOnce(false)
 		if v := w.checkDevices(); v != nil {
 			return v
 		}
+		if w.takenBack != nil {
+			return w.takenBack
+		}
 	}
 	w.settle()
 	if v := w.checkDevices(); v != nil {
 		return v
+	}
+	if w.takenBack != nil {
+		return w.takenBack
 	}
 	return w.checkSettled()
 }

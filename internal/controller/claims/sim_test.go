@@ -23,7 +23,8 @@ var (
 )
 
 func simFullOptions() simOptions {
-	return simOptions{steps: *simSteps, faults: true, leaders: true, partition: true, joins: true, webhookDown: true}
+	return simOptions{steps: *simSteps, faults: true, leaders: true, partition: true, joins: true, webhookDown: true,
+		placementTimeout: time.Second}
 }
 
 // TestSimulation runs the claim controller's real loops, ledger and fence
@@ -139,6 +140,13 @@ var simProblems = []struct {
 		o.leaders = false
 	}},
 	{"6: claims that tolerate the central taint are admitted", protocolSwitches{}, func(o *simOptions) { o.admitTolerations = true }},
+	{"7: recovery takes back a new placement at kube-scheduler's first refusal", protocolSwitches{timerFromCondition: true}, func(o *simOptions) {
+		// Host ports are on only here: in every run they make the
+		// simulation find the re-placement starvation that
+		// docs/allocation-protocol.md section 3 leaves open.
+		o.hostPorts = true
+		o.portConflicts = true
+	}},
 	{"8: a partial placement is never undone", protocolSwitches{noUndo: true}, nil},
 }
 

@@ -71,6 +71,16 @@ type simOptions struct {
 	joinAfterAssume bool
 	// gangs puts some operator pods into gangs (sim_gang_test.go).
 	gangs bool
+	// placementTimeout is the DRAStack's spec.claims.placementTimeout
+	// (0: the default, longer than a run).
+	placementTimeout time.Duration
+	// hostPorts gives some pods a host port: kube-scheduler refuses a node
+	// where a bound pod uses it, a check the operator's placement does not
+	// make (internal/placement), so a placed pod can be refused.
+	hostPorts bool
+	// portConflicts steers the workload: every operator pod asks for the
+	// host port (problem 7).
+	portConflicts bool
 }
 
 // simWorld is one run.
@@ -104,6 +114,9 @@ type simWorld struct {
 	allocations int
 	// off is applied to every operator instance started.
 	off protocolSwitches
+	// takenBack is the first placement the operator took back against
+	// I4 (checkTakeBack).
+	takenBack *violation
 	// setupLog is how many events of each kind setup wrote: every
 	// informer's first list shows at least those.
 	setupLog map[string]int
@@ -181,8 +194,15 @@ func (w *simWorld) setup() {
 		}))
 	}
 	must(w.store.create(&v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName, Finalizers: []string{CleanupFinalizer}},
-		Spec: v1alpha1.DRAStackSpec{Claims: v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
+		Spec: v1alpha1.DRAStackSpec{Claims: v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true), PlacementTimeout: w.placementTimeout(),
 			Central: []v1alpha1.CentralDevices{{Driver: simDriver, Pools: []string{"n0", "n1"}, Classes: []string{simCentralClass}, AllowImmediate: true}}}}}))
+}
+
+func (w *simWorld) placementTimeout() *metav1.Duration {
+	if w.opts.placementTimeout == 0 {
+		return nil
+	}
+	return &metav1.Duration{Duration: w.opts.placementTimeout}
 }
 
 // request sends one write of an operator instance through the fault
@@ -191,6 +211,9 @@ func (w *simWorld) setup() {
 func (w *simWorld) request(from string, obj client.Object, apply func(client.Object) error) error {
 	if c, ok := obj.(*resourceapi.ResourceClaim); ok && c.Status.Allocation != nil && len(w.adminDeleted) > 0 {
 		w.excuse(from, c)
+	}
+	if c, ok := obj.(*resourceapi.ResourceClaim); ok && c.Status.Allocation == nil {
+		apply = w.checkTakeBack(c, apply)
 	}
 	if !w.faultOn {
 		return apply(obj)
