@@ -242,7 +242,7 @@ func TestAdmissionPolicies(t *testing.T) {
 		Assess("the DRAStack, claims and slices: finalizers, dry runs and node-less slices only", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			s := ctx.Value(fnKey{}).(*fnState)
 			st := &v1alpha1.DRAStack{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DRAStackName}}
-			err := s.opCRC.Patch(ctx, st, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"namespace":"kube-system"}}`)), client.DryRunAll)
+			err := s.opCRC.Patch(ctx, st, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"namespace":"fence-drivers"}}`)), client.DryRunAll)
 			refusedBy(t, "change the DRAStack's spec", err, admissionpolicy.StackFinalizers, "only by its own finalizers, not spec")
 			claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "fence-claim", Namespace: fnNamespace}, Spec: clClaimSpec(fnClass, 1, "")}
 			_, err = s.op.ResourceV1().ResourceClaims(fnNamespace).Create(ctx, claim, metav1.CreateOptions{DryRun: dry})

@@ -89,7 +89,7 @@ func TestOperatorAsDeployed(t *testing.T) {
 	defer deleteStack(ctx, t, crc)
 	writeStack(ctx, t, crc, func(s *v1alpha1.DRAStackSpec) {
 		s.Drivers = []v1alpha1.DriverSpec{driverSpec(centralDriver, v1alpha1.RemovalPolicyDrain)}
-		s.Claims = v1alpha1.ClaimsSpec{GatePods: ptr.To(true), Central: []v1alpha1.CentralDevices{{Driver: centralDriver}}}
+		s.Claims = v1alpha1.ClaimsSpec{GatePods: ptr.To(true), Central: []v1alpha1.CentralDevices{{Driver: centralDriver, Classes: []string{centralClass}}}}
 	})
 
 	t.Run("its driver is Ready on the real node", func(t *testing.T) {
@@ -139,7 +139,7 @@ func TestOperatorAsDeployed(t *testing.T) {
 				t.Errorf("webhook %s is not called through a Service: %+v", h.Name, h.ClientConfig)
 			}
 		}
-		template(ctx, t, c, opNS, "adjacent-migs", centralDriver, 2, fmt.Sprintf(mig1g5gb, centralDriver),
+		template(ctx, t, c, opNS, "adjacent-migs", centralClass, 2, fmt.Sprintf(mig1g5gb, centralDriver),
 			map[string]string{allocator.CELConstraintsAnnotation: adjacentPair(centralDriver)})
 		eventually(ctx, t, "the pod webhook gating a dry-run pod", func(ctx context.Context) error {
 			got, err := c.Client.CoreV1().Pods(opNS).Create(ctx, podWithClaim(opNS, "probe", "adjacent-migs", 0), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
