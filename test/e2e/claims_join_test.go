@@ -248,7 +248,7 @@ func jnWaitEvent(ctx context.Context, t *testing.T, c *cluster.Cluster, reason, 
 
 func jnSpec(pools ...string) v1alpha1.ClaimsSpec {
 	return v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
-		Central: []v1alpha1.CentralDevices{{Driver: jnDriver, Pools: pools, Classes: []string{jnClass}}}}
+		Central: []v1alpha1.CentralDevices{{Driver: jnDriver, Pools: pools, Classes: []string{jnClass}, AllowImmediate: true}}}
 }
 
 // jnOperatorClaim creates an immediate claim of the operator for one
