@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/drastack/drastack/internal/bundle"
@@ -144,6 +146,44 @@ func (p *OperatorProcess) Terminate() error {
 	return withLogTail(fmt.Errorf("%s did not exit within %s of SIGTERM; killed", p.Name, operatorStopGrace), p.LogPath)
 }
 
+// envRef is a $(NAME) reference in a container's args.
+var envRef = regexp.MustCompile(`\$\([A-Za-z_][A-Za-z0-9_]*\)`)
+
+// containerEnv is the environment the kubelet gives a container from its
+// spec: literal values, and resource limits through resourceFieldRef
+// (in bytes or cores, divisor 1). Other sources are left out.
+func containerEnv(c map[string]any) (map[string]string, error) {
+	env := map[string]string{}
+	list, _, _ := unstructured.NestedSlice(c, "env")
+	for _, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _ := m["name"].(string)
+		if v, ok := m["value"].(string); ok {
+			env[name] = v
+			continue
+		}
+		res, ok, _ := unstructured.NestedString(m, "valueFrom", "resourceFieldRef", "resource")
+		if !ok {
+			continue
+		}
+		kind, what, _ := strings.Cut(res, ".")
+		q, ok, _ := unstructured.NestedString(c, "resources", kind, what)
+		if !ok {
+			env[name] = "0"
+			continue
+		}
+		qty, err := resource.ParseQuantity(q)
+		if err != nil {
+			return nil, fmt.Errorf("%s: resources.%s %q: %w", name, res, q, err)
+		}
+		env[name] = fmt.Sprint(qty.Value())
+	}
+	return env, nil
+}
+
 // DeploymentArgs returns the arguments of the manager container of the
 // Deployment that deployDir (config/default) renders, with the values of
 // the flags in override replaced or added ("--flag" -> "value"), so that
@@ -169,6 +209,21 @@ func DeploymentArgs(deployDir string, override map[string]string) ([]string, err
 			list, _, err := unstructured.NestedStringSlice(m, "args")
 			if err != nil {
 				return nil, fmt.Errorf("args of the manager container of Deployment %s: %w", o.GetName(), err)
+			}
+			env, err := containerEnv(m)
+			if err != nil {
+				return nil, fmt.Errorf("env of the manager container of Deployment %s: %w", o.GetName(), err)
+			}
+			for i, a := range list {
+				// The kubelet expands $(NAME) in args from the
+				// container's environment; a process gets them expanded
+				// the same way.
+				list[i] = envRef.ReplaceAllStringFunc(a, func(ref string) string {
+					if v, ok := env[ref[2:len(ref)-1]]; ok {
+						return v
+					}
+					return ref
+				})
 			}
 			args, found = list, true
 		}

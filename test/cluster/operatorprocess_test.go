@@ -33,7 +33,10 @@ func TestDeploymentArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"--leader-elect": false, "--webhook-port=1234": false, "--webhook-host=127.0.0.1": false}
+	// --memory-limit=$(MEMORY_LIMIT) is expanded as the kubelet does, from
+	// the container's limits.memory (1Gi).
+	want := map[string]bool{"--leader-elect": false, "--webhook-port=1234": false, "--webhook-host=127.0.0.1": false,
+		"--memory-limit=1073741824": false}
 	for _, a := range args {
 		if _, ok := want[a]; ok {
 			want[a] = true
