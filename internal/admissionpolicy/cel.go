@@ -97,6 +97,24 @@ func changedFields(a, b, prefix string, fields []string) string {
 	return "[" + strings.Join(parts, ", ") + "].filter(f, f != \"\")"
 }
 
+// changedFieldsBut is changedFields for metadata (a and b are metadata
+// expressions) where the annotation key may change: a change of only that
+// annotation is no change of "annotations".
+func changedFieldsBut(a, b, prefix string, fields []string, key string) string {
+	parts := make([]string, len(fields))
+	for i, f := range fields {
+		if f != "annotations" {
+			parts[i] = fmt.Sprintf("%s.?%s == %s.?%s ? \"\" : %s", a, f, b, f, str(prefix+f))
+			continue
+		}
+		na := a + ".?annotations.orValue({})"
+		oa := b + ".?annotations.orValue({})"
+		parts[i] = fmt.Sprintf("(%s.all(k, k == %s || (k in %s && %s[k] == %s[k])) && %s.all(k, k == %s || k in %s)) ? \"\" : %s",
+			na, str(key), oa, oa, na, oa, str(key), na, str(prefix+f))
+	}
+	return "[" + strings.Join(parts, ", ") + "].filter(f, f != \"\")"
+}
+
 // metadataFields are the metadata fields a client can change on update
 // (name, namespace and uid cannot change; resourceVersion, generation and
 // managedFields are the API server's).

@@ -249,7 +249,9 @@ func heldToGrant(u string) Pair {
 // policy lets through).
 func claimsAndSlices(u, ns string) Pair {
 	isClaim := `request.resource.resource == "resourceclaims"`
-	sameMeta := changedFields("object.metadata", "oldObject.metadata", "metadata.", []string{"labels", "annotations", "ownerReferences"})
+	// The sweep of a new allocation term writes its fence annotation on
+	// unallocated operator claims (docs/allocation-protocol.md section 2).
+	sameMeta := changedFieldsBut("object.metadata", "oldObject.metadata", "metadata.", []string{"labels", "annotations", "ownerReferences"}, fenceAnnotation)
 	otherFinalizers := func(o string) string {
 		return fmt.Sprintf(`%s.metadata.?finalizers.orValue([]).filter(f, f != %s)`, o, str(claimFinalizer))
 	}
@@ -302,7 +304,7 @@ func stackFinalizers(u string) Pair {
 		MatchConditions:  []admissionregistrationv1.MatchCondition{operatorOnly(u)},
 		Variables: []admissionregistrationv1.Variable{
 			{Name: "changed", Expression: isUpdate + ` ? ` +
-				changedFields("object.metadata", "oldObject.metadata", "metadata.", []string{"labels", "annotations", "ownerReferences"}) +
+				changedFieldsBut("object.metadata", "oldObject.metadata", "metadata.", []string{"labels", "annotations", "ownerReferences"}, fenceAnnotation) +
 				` + (object.?spec == oldObject.?spec ? [] : ["spec"]) : []`},
 		},
 		Validations: []admissionregistrationv1.Validation{

@@ -3,6 +3,7 @@ package admissionpolicy
 import (
 	"testing"
 
+	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/handover"
 )
 
@@ -204,6 +205,10 @@ func TestClaimsAndSlices(t *testing.T) {
 		{"delete a claim", del(operator, r, "resourceclaims", "team-a", claim), denied, "never deletes ResourceClaims"},
 		{"add the delete-protection finalizer", update(operator, r, "resourceclaims", "team-a", claim, withFinalizers(claimFinalizer)), allowed, ""},
 		{"remove it", update(operator, r, "resourceclaims", "team-a", withFinalizers("x.io/keep", claimFinalizer), withFinalizers("x.io/keep")), allowed, ""},
+		{"write the fence annotation (a new term's sweep)", update(operator, r, "resourceclaims", "team-a", claim,
+			edit(claim, func(o m) { o["metadata"].(m)["annotations"] = m{fenceAnnotation: "t2/41"} })), allowed, ""},
+		{"change the fence annotation and another", update(operator, r, "resourceclaims", "team-a", claim,
+			edit(claim, func(o m) { o["metadata"].(m)["annotations"] = m{fenceAnnotation: "t2/41", "x.io/a": "b"} })), denied, "not metadata.annotations"},
 		{"remove another finalizer", update(operator, r, "resourceclaims", "team-a", withFinalizers("x.io/keep"), withFinalizers()), denied, "adds or removes only the finalizer"},
 		{"change a label", update(operator, r, "resourceclaims", "team-a", claim, edit(claim, func(o m) { o["metadata"].(m)["labels"] = m{"app": "y"} })),
 			denied, "only by its finalizer resource.kubernetes.io/delete-protection, not metadata.labels"},
@@ -230,6 +235,10 @@ func TestStackFinalizers(t *testing.T) {
 	}
 	run(t, StackFinalizers, []tcase{
 		{"add its finalizer", update(operator, "drastack.io", "drastacks", "", stack, fin("drastack.io/driver-cleanup")), allowed, ""},
+		{"write the fence annotation (a new term's sweep)", update(operator, "drastack.io", "drastacks", "", stack,
+			edit(stack, func(o m) { o["metadata"].(m)["annotations"] = m{fenceAnnotation: "t3/7"} })), allowed, ""},
+		{"drop another annotation with it", update(operator, "drastack.io", "drastacks", "", edit(stack, func(o m) { o["metadata"].(m)["annotations"] = m{"x.io/a": "b"} }),
+			edit(stack, func(o m) { o["metadata"].(m)["annotations"] = m{fenceAnnotation: "t3/7"} })), denied, "not metadata.annotations"},
 		{"remove its finalizer, keep another", update(operator, "drastack.io", "drastacks", "", fin("x.io/f", "drastack.io/claims-cleanup"), fin("x.io/f")), allowed, ""},
 		{"remove another's finalizer", update(operator, "drastack.io", "drastacks", "", fin("x.io/f"), fin()), denied, "only its own finalizers"},
 		{"change the spec", update(operator, "drastack.io", "drastacks", "", stack, edit(stack, func(o m) { o["spec"].(m)["namespace"] = "kube-system" })),
@@ -288,5 +297,13 @@ func TestCanaryLabelsAreTheBarriers(t *testing.T) {
 	l := handover.CanaryLabels("r1")
 	if l[labelComponent] != componentCanary || l[labelManagedBy] != managedByValue {
 		t.Errorf("handover.CanaryLabels = %v, the policies expect %s=%s and %s=%s", l, labelComponent, componentCanary, labelManagedBy, managedByValue)
+	}
+}
+
+// TestFenceAnnotationIsTheSweeps: the exception names the annotation the
+// claim controller's sweep writes.
+func TestFenceAnnotationIsTheSweeps(t *testing.T) {
+	if fenceAnnotation != claimsctrl.FenceAnnotation {
+		t.Errorf("the policies let the operator write %s, the sweep writes %s", fenceAnnotation, claimsctrl.FenceAnnotation)
 	}
 }

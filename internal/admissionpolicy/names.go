@@ -92,6 +92,10 @@ const (
 	// componentCanary is the component label of the join barrier's canary
 	// objects (internal/handover ComponentCanary).
 	componentCanary = "canary"
+	// fenceAnnotation is what a new allocation term's sweep writes on
+	// unallocated operator claims and the DRAStack
+	// (internal/controller/claims FenceAnnotation).
+	fenceAnnotation = "resource.drastack.io/fence"
 	managedByValue  = "drastack"
 	// schedulingGate is the operator's pod scheduling gate
 	// (internal/claimpolicy SchedulingGate).
