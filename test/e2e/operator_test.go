@@ -48,7 +48,7 @@ func startOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, o oper
 	}
 	// Suites run one after another in this process, each with a manager.
 	o.SkipNameValidation = true
-	cfg, refused := withRefusalCounter(id.Config)
+	cfg, refused := cluster.WithRefusalCounter(id.Config)
 	mgr, err := operator.New(cfg, o)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func startOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, o oper
 			if err := <-done; err != nil {
 				t.Errorf("operator: %v", err)
 			}
-			if got := refused.list(); len(got) > 0 {
+			if got := refused.List(); len(got) > 0 {
 				t.Errorf("the API server refused %d request(s) of the operator running as %s; its RBAC lacks: %s",
 					len(got), id.Username, strings.Join(got, "; "))
 			}
