@@ -22,21 +22,8 @@ case "$DEST" in /*) ;; *) DEST="$PWD/$DEST" ;; esac
 CACHE=${DRASTACK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/drastack}/k8s/${K8S_VERSION}
 BINARIES=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok)
 
-complete() {
-  local dir=$1 b
-  for b in "${BINARIES[@]}"; do [ -x "$dir/$b" ] || return 1; done
-}
-
-link_into_dest() {
-  mkdir -p "$(dirname "$DEST")"
-  if [ "$(readlink -f "$DEST" 2>/dev/null)" != "$(readlink -f "$CACHE")" ]; then
-    rm -rf "$DEST"
-    ln -s "$CACHE" "$DEST"
-  fi
-}
-
-if complete "$CACHE"; then
-  link_into_dest
+if cache_complete "$CACHE" "${BINARIES[@]}"; then
+  link_cache "$CACHE" "$DEST"
   exit 0
 fi
 
@@ -88,6 +75,6 @@ for c in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
   if [ ! -x "$CACHE/$c" ]; then build_kubernetes; break; fi
 done
 
-complete "$CACHE" || { echo "control plane build incomplete in $CACHE" >&2; exit 1; }
+cache_complete "$CACHE" "${BINARIES[@]}" || { echo "control plane build incomplete in $CACHE" >&2; exit 1; }
 echo "control plane ${K8S_VERSION} built in $(( $(date +%s) - start ))s into $CACHE"
-link_into_dest
+link_cache "$CACHE" "$DEST"

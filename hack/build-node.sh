@@ -55,22 +55,9 @@ install_packages() {
   fi
 }
 
-complete() {
-  local dir=$1 b
-  for b in "${BINARIES[@]}"; do [ -x "$dir/$b" ] || return 1; done
-}
-
-link_into_dest() {
-  mkdir -p "$(dirname "$DEST")"
-  if [ "$(readlink -f "$DEST" 2>/dev/null)" != "$(readlink -f "$CACHE")" ]; then
-    rm -rf "$DEST"
-    ln -s "$CACHE" "$DEST"
-  fi
-}
-
 install_packages
-if complete "$CACHE"; then
-  link_into_dest
+if cache_complete "$CACHE" "${BINARIES[@]}"; then
+  link_cache "$CACHE" "$DEST"
   exit 0
 fi
 
@@ -110,5 +97,5 @@ build_containerd() {
 [ -x "$CACHE/containerd" ] && [ -x "$CACHE/ctr" ] && [ -x "$CACHE/containerd-shim-runc-v2" ] || build_containerd
 [ -x "$CACHE/kubelet" ] && [ -x "$CACHE/kube-proxy" ] || build_kubernetes
 
-complete "$CACHE" || { echo "node build incomplete in $CACHE" >&2; exit 1; }
-link_into_dest
+cache_complete "$CACHE" "${BINARIES[@]}" || { echo "node build incomplete in $CACHE" >&2; exit 1; }
+link_cache "$CACHE" "$DEST"

@@ -14,11 +14,10 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"runtime"
@@ -76,7 +75,7 @@ func run() error {
 		bin := ""
 		if j.pkg != "" {
 			bin = filepath.Join(work, path.Base(j.pkg))
-			if err := goBuild(bin, j.pkg, *goarch); err != nil {
+			if err := images.GoBuild(context.Background(), "", bin, j.pkg, *goarch); err != nil {
 				return err
 			}
 		}
@@ -89,15 +88,6 @@ func run() error {
 			return err
 		}
 		fmt.Printf("%s %s@%s\n", file, j.ref, b.Manifest.Digest)
-	}
-	return nil
-}
-
-func goBuild(out, pkg, goarch string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w: %s", pkg, err, bytes.TrimSpace(output))
 	}
 	return nil
 }

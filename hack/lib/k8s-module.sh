@@ -8,6 +8,8 @@
 #   k8s_helper_module DIR VERSION STAGING_VERSION PKG...  creates the module
 #       in DIR with a tools.go importing PKG... and tidies it
 #   k8s_ldflags VERSION  prints the -ldflags that stamp the release version
+#   cache_complete DIR BINARY...  succeeds when every BINARY is in DIR
+#   link_cache CACHE DEST  makes DEST a symbolic link to the cache folder
 
 k8s_helper_module() {
   local mod=$1 version=$2 staging=$3; shift 3
@@ -44,4 +46,18 @@ k8s_ldflags() {
     ld+=" -X ${pkg}.gitCommit=0000000000000000000000000000000000000000 -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${date}"
   done
   printf '%s' "$ld"
+}
+
+cache_complete() {
+  local dir=$1 b; shift
+  for b in "$@"; do [ -x "$dir/$b" ] || return 1; done
+}
+
+link_cache() {
+  local cache=$1 dest=$2
+  mkdir -p "$(dirname "$dest")"
+  if [ "$(readlink -f "$dest" 2>/dev/null)" != "$(readlink -f "$cache")" ]; then
+    rm -rf "$dest"
+    ln -s "$cache" "$dest"
+  fi
 }

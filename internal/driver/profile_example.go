@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/blang/semver/v4"
-	"github.com/distribution/reference"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
@@ -69,11 +68,8 @@ func (exampleProfile) Validate(spec *v1alpha1.DriverSpec, path *field.Path) *fie
 // that is not a version (latest) or a digest alone cannot be judged and
 // is accepted.
 func upstreamBeforeDriverName(image string) (bool, string) {
-	if repository(image) != UpstreamExampleRepository {
-		return false, ""
-	}
 	img, err := stack.ParseImage(image)
-	if err != nil || img.Tag == "" {
+	if err != nil || img.Repository != UpstreamExampleRepository || img.Tag == "" {
 		return false, ""
 	}
 	v, err := semver.ParseTolerant(img.Tag)
@@ -88,13 +84,4 @@ func upstreamBeforeDriverName(image string) (bool, string) {
 // does not.
 func (exampleProfile) Requirements(spec *v1alpha1.DriverSpec) []Requirement {
 	return baseRequirements(spec)
-}
-
-// repository is an image reference's normalised repository, or "".
-func repository(image string) string {
-	named, err := reference.ParseNormalizedNamed(image)
-	if err != nil {
-		return ""
-	}
-	return named.Name()
 }

@@ -19,6 +19,9 @@ type Image struct {
 	// Ref is the reference as written in the spec (not normalized: the
 	// kubelet normalizes it the same way).
 	Ref string
+	// Repository is the normalized repository
+	// ("docker.io/library/driver" for "driver:v1").
+	Repository string
 	// Tag and Digest are empty when the reference has none.
 	Tag, Digest string
 }
@@ -40,7 +43,7 @@ func ParseImage(s string) (Image, error) {
 	if err != nil {
 		return Image{}, fmt.Errorf("not a container image reference: %w", err)
 	}
-	img := Image{Ref: s}
+	img := Image{Ref: s, Repository: named.Name()}
 	if t, ok := named.(reference.Tagged); ok {
 		img.Tag = t.Tag()
 	}

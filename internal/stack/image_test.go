@@ -8,12 +8,12 @@ import (
 func TestParseImage(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
 	tests := []struct {
-		in, version, err string
+		in, version, repository, err string
 	}{
-		{in: "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0", version: "v0.2.0"},
-		{in: "localhost:5000/driver", version: "latest"},
+		{in: "registry.k8s.io/dra-example-driver/dra-example-driver:v0.2.0", version: "v0.2.0", repository: "registry.k8s.io/dra-example-driver/dra-example-driver"},
+		{in: "localhost:5000/driver", version: "latest", repository: "localhost:5000/driver"},
 		{in: "localhost:5000/driver:1.2", version: "1.2"},
-		{in: "driver", version: "latest"},
+		{in: "driver", version: "latest", repository: "docker.io/library/driver"},
 		{in: "Registry.K8s.io/lower/case:v1", version: "v1"},
 		{in: "r.io/d@" + digest, version: "sha256:0123456789ab"},
 		{in: "r.io/d:v3@" + digest, version: "v3"},
@@ -35,6 +35,8 @@ func TestParseImage(t *testing.T) {
 			t.Errorf("ParseImage(%q): %v", tc.in, err)
 		case tc.err == "" && img.Version() != tc.version:
 			t.Errorf("ParseImage(%q).Version() = %q, want %q", tc.in, img.Version(), tc.version)
+		case tc.repository != "" && img.Repository != tc.repository:
+			t.Errorf("ParseImage(%q).Repository = %q, want %q", tc.in, img.Repository, tc.repository)
 		}
 	}
 }

@@ -1,34 +1,28 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
-	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 
+	"github.com/drastack/drastack/internal/images"
 	"github.com/drastack/drastack/internal/ociimage"
 )
 
 // GoBuild compiles a package of this module (for example
-// "./cmd/manager") into a static binary at out, for an image: CGO off,
-// trimmed paths. It runs in the module root, so it works from any test
-// folder; the Go build cache makes a second build of unchanged code take
-// about a second.
+// "./cmd/manager") for this machine into a binary at out, as images hold
+// them (images.GoBuild). It runs in the module root, so it works from any
+// test folder; the Go build cache makes a second build of unchanged code
+// take about a second.
 func GoBuild(ctx context.Context, out, pkg string) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w: %s", pkg, err, bytes.TrimSpace(output))
-	}
-	return nil
+	return images.GoBuild(ctx, root, out, pkg, runtime.GOARCH)
 }
 
 // BuildPauseImage is the sandbox image: the pause program alone.

@@ -50,13 +50,9 @@ func startSandbox(name, pausePath, logDir string) (*sandbox, error) {
 		return nil, err
 	}
 	s := &sandbox{comp: comp, pid: comp.cmd.Process.Pid, nsenter: nsenter}
-	for _, ns := range []string{"net", "mnt", "pid"} {
-		link, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(s.pid), "ns", ns))
-		if err != nil {
-			_ = comp.stop()
-			return nil, fmt.Errorf("namespace %s of %s: %w", ns, name, err)
-		}
-		s.namespaces = append(s.namespaces, link)
+	if s.namespaces, err = ProcessNamespaces(s.pid); err != nil {
+		_ = comp.stop()
+		return nil, fmt.Errorf("namespaces of %s: %w", name, err)
 	}
 	return s, nil
 }
@@ -84,40 +80,11 @@ func (s *sandbox) start(name, logDir string, env []string, args ...string) (*com
 	return startComponentWith(name, s.nsenter, append(s.enterArgs(), args...), logDir, procOptions{env: env})
 }
 
-// namespacesAlive lists the namespaces of ids that some process of this
-// machine still uses.
-func namespacesAlive(ids []string) []string {
-	want := map[string]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
-	found := map[string]bool{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		for _, ns := range []string{"net", "mnt", "pid"} {
-			link, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", ns))
-			if err == nil && want[link] {
-				found[link] = true
-			}
-		}
-	}
-	var out []string
-	for _, id := range ids {
-		if found[id] {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
 // waitNamespacesGone waits until no process uses the namespaces.
 func waitNamespacesGone(ids []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		alive := namespacesAlive(ids)
+		alive := NamespacesAlive(ids)
 		if len(alive) == 0 {
 			return nil
 		}

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
+	"github.com/drastack/drastack/test/operatorrun"
 )
 
 // operatorDeployDir is the kustomize folder `make deploy` installs; the
@@ -48,26 +47,14 @@ func startOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, o oper
 	}
 	// Suites run one after another in this process, each with a manager.
 	o.SkipNameValidation = true
-	cfg, refused := withRefusalCounter(id.Config)
-	mgr, err := operator.New(cfg, o)
+	stop, err := operatorrun.Start(ctx, id, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(opCtx) }()
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("operator: %v", err)
-			}
-			if got := refused.list(); len(got) > 0 {
-				t.Errorf("the API server refused %d request(s) of the operator running as %s; its RBAC lacks: %s",
-					len(got), id.Username, strings.Join(got, "; "))
-			}
-		})
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
 	}
 }
 

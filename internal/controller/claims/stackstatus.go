@@ -101,10 +101,17 @@ func (w *statusWriter) write(ctx context.Context) error {
 		}
 		entries = append(entries, e)
 	}
-	pending, ambiguous := r.ledger.Pending()
-	reservations.WithLabelValues("pending").Set(float64(pending))
+	// One read of the ledger: its reservations, oldest first.
+	res := r.ledger.Reservations()
+	ambiguous := 0
+	for _, p := range res {
+		if p.Ambiguous {
+			ambiguous++
+		}
+	}
+	reservations.WithLabelValues("pending").Set(float64(len(res)))
 	reservations.WithLabelValues("ambiguous").Set(float64(ambiguous))
-	if res := r.ledger.Reservations(); len(res) > 0 {
+	if len(res) > 0 {
 		oldestReservation.Set(r.now().Sub(res[0].Since).Seconds())
 	} else {
 		oldestReservation.Set(0)

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/drastack/drastack/internal/exampleplugin"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/test/cluster"
+	"github.com/drastack/drastack/test/operatorrun"
 )
 
 const (
@@ -89,8 +89,7 @@ func startOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, probeN
 	if _, err := c.DeployWebhookByURL(ctx, deployDir, fmt.Sprintf("https://127.0.0.1:%d", port)); err != nil {
 		t.Fatal(err)
 	}
-	cfg, refused := cluster.WithRefusalCounter(id.Config)
-	mgr, err := operator.New(cfg, operator.Options{
+	stop, err := operatorrun.Start(ctx, id, operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0", ProbeNamespace: probeNS,
 		WebhookPort: port, WebhookHost: "127.0.0.1",
 		ClaimStatusInterval: 500 * time.Millisecond,
@@ -100,20 +99,10 @@ func startOperator(ctx context.Context, t *testing.T, c *cluster.Cluster, probeN
 	if err != nil {
 		t.Fatal(err)
 	}
-	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(opCtx) }()
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("operator: %v", err)
-			}
-			if got := refused.List(); len(got) > 0 {
-				t.Errorf("the API server refused %d request(s) of the operator running as %s: %s", len(got), id.Username, strings.Join(got, "; "))
-			}
-		})
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ type runTrace struct {
 func (r runTrace) remains(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	if alive := aliveNamespaces(r.namespaces); len(alive) > 0 {
+	if alive := cluster.NamespacesAlive(r.namespaces); len(alive) > 0 {
 		out = append(out, fmt.Sprintf("processes in namespaces %v", alive))
 	}
 	if _, err := os.Stat("/sys/class/net/" + r.veth); err == nil {
@@ -50,31 +50,6 @@ func (r runTrace) remains(t *testing.T) []string {
 		if strings.Contains(line, r.dir) || strings.Contains(line, r.cgroup) {
 			out = append(out, "mount "+line)
 		}
-	}
-	return out
-}
-
-// aliveNamespaces lists the namespaces of ids some process still uses.
-func aliveNamespaces(ids []string) []string {
-	want := map[string]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
-	found := map[string]bool{}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
-			continue
-		}
-		for _, ns := range []string{"net", "mnt", "pid"} {
-			if link, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns", ns)); err == nil && want[link] {
-				found[link] = true
-			}
-		}
-	}
-	var out []string
-	for id := range found {
-		out = append(out, id)
 	}
 	return out
 }
@@ -99,13 +74,13 @@ func sandboxOf(t *testing.T, parent int) []string {
 		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
 			continue
 		}
-		var ids []string
-		for _, ns := range []string{"net", "mnt", "pid"} {
-			link, err := os.Readlink(filepath.Join("/proc", p.Name(), "ns", ns))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, link)
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := cluster.ProcessNamespaces(pid)
+		if err != nil {
+			t.Fatal(err)
 		}
 		return ids
 	}
