@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/drastack/drastack/internal/handover"
 	poolpkg "github.com/drastack/drastack/internal/pool"
 )
 
@@ -85,5 +86,33 @@ func TestHandlersBatchByPool(t *testing.T) {
 	r.sliceHandler().Delete(ctx, event.TypedDeleteEvent[*resourceapi.ResourceSlice]{Object: gpuSlice("s1", "p1", "n1", 1, 1, "d0")}, q)
 	if q.after[pid("p1")] != DefaultSliceBatch {
 		t.Errorf("default slice batch: %v, want %v", q.after, DefaultSliceBatch)
+	}
+}
+
+// The join barrier's canary slice (internal/handover) is the operator's
+// own probe, no device of anyone's: it queues no pool and the model keeps
+// nothing of it; a slice of the canary driver without the canary's labels
+// is an ordinary slice.
+func TestCanarySliceMakesNoPool(t *testing.T) {
+	ctx := context.Background()
+	r := &Reconciler{SliceBatch: -1, ClaimBatch: -1}
+	r.init()
+	canary := handover.CanarySlice()
+	canary.ResourceVersion = "1"
+	q := &queued{}
+	r.sliceHandler().Create(ctx, event.TypedCreateEvent[*resourceapi.ResourceSlice]{Object: canary}, q)
+	changed := canary.DeepCopy()
+	changed.ResourceVersion = "2"
+	r.sliceHandler().Update(ctx, event.TypedUpdateEvent[*resourceapi.ResourceSlice]{ObjectOld: canary, ObjectNew: changed}, q)
+	r.sliceHandler().Delete(ctx, event.TypedDeleteEvent[*resourceapi.ResourceSlice]{Object: changed}, q)
+	if len(q.added) != 0 || len(q.after) != 0 || len(r.model.slices) != 0 {
+		t.Errorf("the canary slice queued %v / %v and left %d pools in the model", q.added, q.after, len(r.model.slices))
+	}
+
+	impostor := canary.DeepCopy()
+	impostor.Labels = nil
+	r.sliceHandler().Create(ctx, event.TypedCreateEvent[*resourceapi.ResourceSlice]{Object: impostor}, q)
+	if len(q.added) != 1 || len(r.model.slices) != 1 {
+		t.Errorf("a slice of the canary driver without its labels queued %v and left %d pools, want one", q.added, len(r.model.slices))
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
+	"github.com/drastack/drastack/internal/handover"
 	poolpkg "github.com/drastack/drastack/internal/pool"
 )
 
@@ -163,18 +164,40 @@ func (r *Reconciler) sliceHandler() handler.TypedEventHandler[*resourceapi.Resou
 	delay := batch(r.SliceBatch, DefaultSliceBatch)
 	return sliceEvent{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.ResourceSlice], q queue) {
+			if isCanary(e.Object) {
+				return
+			}
 			addBatched(q, r.model.upsertSlice(nil, e.Object), delay)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*resourceapi.ResourceSlice], q queue) {
 			if e.ObjectOld.ResourceVersion == e.ObjectNew.ResourceVersion {
 				return // informer resync: nothing changed
 			}
-			addBatched(q, r.model.upsertSlice(e.ObjectOld, e.ObjectNew), delay)
+			switch oldCanary, newCanary := isCanary(e.ObjectOld), isCanary(e.ObjectNew); {
+			case oldCanary && newCanary:
+				return
+			case newCanary:
+				addBatched(q, r.model.deleteSlice(e.ObjectOld), delay)
+			case oldCanary:
+				addBatched(q, r.model.upsertSlice(nil, e.ObjectNew), delay)
+			default:
+				addBatched(q, r.model.upsertSlice(e.ObjectOld, e.ObjectNew), delay)
+			}
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceSlice], q queue) {
+			if isCanary(e.Object) {
+				return
+			}
 			addBatched(q, r.model.deleteSlice(e.Object), delay)
 		},
 	}
+}
+
+// isCanary says whether a slice is the operator's join canary
+// (internal/handover): a device no node has and no claim but the
+// operator's canary claims may use, so no DevicePool of its own.
+func isCanary(s *resourceapi.ResourceSlice) bool {
+	return s.Spec.Driver == handover.CanaryDriver && handover.IsCanary(s)
 }
 
 // claimHandler follows allocations: the pools whose devices an
