@@ -364,17 +364,11 @@ func TestClaimsChaos(t *testing.T) {
 			st := s.stream(ctx, c, "b-", []string{kindImmediate, kindAny, kindCEL, kindAny, kindOpen, kindAny}, 40, chInterval)
 			st.at(4 * time.Second)
 			deleted := time.Now()
-			err = c.Client.ResourceV1().DeviceTaintRules().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
+			// As the garbage collector would: the operator's admission
+			// policy refuses an administrator's delete (TestAdmissionPolicies).
+			err = garbageCollectorClient(t, c).ResourceV1().DeviceTaintRules().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}})
 			if err != nil {
-				// The operator's admission policy lets only the operator
-				// touch its rules: then the rule must still be there, and
-				// the rest of the part has nothing to recover from.
-				if _, gerr := c.Client.ResourceV1().DeviceTaintRules().Get(ctx, name, metav1.GetOptions{}); gerr != nil {
-					t.Errorf("the admin's delete of %s was refused (%v) but the rule is gone: %v", name, err, gerr)
-				}
-				t.Logf("(b): the API server refused the admin's delete of rule %s: %v", name, err)
-				s.finishPart(ctx, t, c, st)
-				return ctx
+				t.Fatalf("delete central rule %s as the garbage collector: %v", name, err)
 			}
 			// Claims only this pool can serve, created while its rule is
 			// gone: the operator allocates them once the pool is back.

@@ -380,12 +380,13 @@ func TestClaimsJoin(t *testing.T) {
 			}
 			w.check(t)
 
-			// An administrator deletes pool 1's rule: the operator puts it
-			// back, says so, and the pool joins again before the operator
-			// allocates from it.
+			// Pool 1's rule is deleted (as the garbage collector: the
+			// operator's admission policy refuses an administrator): the
+			// operator puts it back, says so, and the pool joins again
+			// before the operator allocates from it.
 			before := clMetric(t, "drastack_central_rules_restored_total", nil)
 			deleted := time.Now()
-			if err := c.Client.ResourceV1().DeviceTaintRules().Delete(ctx, rule1.Name, metav1.DeleteOptions{}); err != nil {
+			if err := garbageCollectorClient(t, c).ResourceV1().DeviceTaintRules().Delete(ctx, rule1.Name, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			jnOperatorClaim(ctx, t, c, "op-2", 1)

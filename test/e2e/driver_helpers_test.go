@@ -160,6 +160,24 @@ func drvPluginClient(t *testing.T, c *cluster.Cluster, namespace, driverName, no
 	return cs
 }
 
+// garbageCollectorClient acts as kube-controller-manager's garbage
+// collector, the one identity besides the operator that the operator's
+// admission policy lets delete a central DeviceTaintRule (an administrator
+// is refused): tests that take a rule away do it as the collector does.
+func garbageCollectorClient(t *testing.T, c *cluster.Cluster) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:kube-system:generic-garbage-collector",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // nodeSlice is the ResourceSlice a kubelet plugin publishes for its node:
 // one pool named after the node with the given number of GPUs.
 func drvNodeSlice(driverName, node string, gpus int) *resourceapi.ResourceSlice {

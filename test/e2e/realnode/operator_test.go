@@ -154,7 +154,7 @@ func TestOperatorAsDeployed(t *testing.T) {
 		claim := &resourceapi.ResourceClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: opNS, Name: "finalized", Annotations: map[string]string{allocator.CELConstraintsAnnotation: adjacentPair(centralDriver)}},
 		}
-		claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "dev", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: centralDriver, Count: 2,
+		claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "dev", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: centralClass, Count: 2,
 			AllocationMode: resourceapi.DeviceAllocationModeExactCount,
 			Selectors:      []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf(mig1g5gb, centralDriver)}}}}}}
 		got, err := c.Client.ResourceV1().ResourceClaims(opNS).Create(ctx, claim, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
