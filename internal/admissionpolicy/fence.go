@@ -71,12 +71,14 @@ var ownedResources = []struct {
 
 // ownedExpr says whether the object expression o is the operator's: the
 // driver lifecycle labels every object it renders with drastack.io/stack
-// (removal DeviceTaintRules included), the claim controller its central
-// DeviceTaintRules with drastack.io/component=central and
-// app.kubernetes.io/managed-by=drastack.
+// (removal DeviceTaintRules included); the claim controller labels its
+// central DeviceTaintRules and central DeviceClasses (internal/central),
+// and the join barrier its canary rule and class (internal/handover), with
+// app.kubernetes.io/managed-by=drastack and drastack.io/component central
+// or canary.
 func ownedExpr(o string) string {
-	return fmt.Sprintf(`(%s != "" || (request.resource.resource == "devicetaintrules" && %s == "central" && %s == %s) || (request.resource.resource in ["devicetaintrules", "deviceclasses"] && %s))`,
-		label(o, labelStack), label(o, labelComponent), label(o, labelManagedBy), str(managedByValue), canary(o))
+	return fmt.Sprintf(`(%s != "" || (request.resource.resource in ["devicetaintrules", "deviceclasses"] && %s == %s && %s in [%s, %s]))`,
+		label(o, labelStack), label(o, labelManagedBy), str(managedByValue), label(o, labelComponent), str("central"), str(componentCanary))
 }
 
 // ownedObjects: the operator creates, changes and deletes namespaces,
@@ -112,7 +114,7 @@ func ownedObjects(u string) Pair {
 				Expression: `request.resource.resource == "namespaces" || ` +
 					`((request.operation == "CREATE" || variables.oldOwned) && (request.operation == "DELETE" || variables.newOwned))`,
 				MessageExpression: `"the drastack operator may " + request.operation.lowerAscii() + " only objects that carry its ownership labels (` +
-					labelStack + `, or ` + labelComponent + `=central and ` + labelManagedBy + `=` + managedByValue + ` on DeviceTaintRules), before and after the write: not " + ` + target,
+					labelStack + `, or ` + labelManagedBy + `=` + managedByValue + ` with ` + labelComponent + ` central or canary on DeviceTaintRules and DeviceClasses), before and after the write: not " + ` + target,
 			},
 			{
 				Expression: `request.resource.resource != "namespaces" || (request.operation == "CREATE" ? variables.newOwned : ` +

@@ -3,6 +3,7 @@ package admissionpolicy
 import (
 	"testing"
 
+	"github.com/drastack/drastack/internal/central"
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/handover"
 )
@@ -54,6 +55,7 @@ func TestPodGates(t *testing.T) {
 }
 
 func TestOwnedObjects(t *testing.T) {
+	centralClass := central.Class("central-gpu.example.com")
 	ns := func(name string, labels map[string]string) map[string]any { return obj(name, "", labels, nil) }
 	kubeSystem := ns("kube-system", map[string]string{"kubernetes.io/metadata.name": "kube-system"})
 	drivers := ns("drastack-drivers", map[string]string{labelStack: "default", labelComponent: "namespace"})
@@ -94,7 +96,10 @@ func TestOwnedObjects(t *testing.T) {
 		{"delete a central DeviceTaintRule", del(operator, "resource.k8s.io", "devicetaintrules", "", central), allowed, ""},
 		{"create a central DeviceTaintRule", create(operator, "resource.k8s.io", "devicetaintrules", "", central), allowed, ""},
 		{"delete an administrator's DeviceTaintRule", del(operator, "resource.k8s.io", "devicetaintrules", "", foreignRule), denied, "not devicetaintrules admin-maintenance"},
-		{"central labels count only on DeviceTaintRules", create(operator, "resource.k8s.io", "deviceclasses", "",
+		// The claim controller's central classes carry central.Class's labels.
+		{"create a central DeviceClass", create(operator, "resource.k8s.io", "deviceclasses", "", obj("central-gpu.example.com", "", centralClass.Labels, nil)), allowed, ""},
+		{"delete a central DeviceClass", del(operator, "resource.k8s.io", "deviceclasses", "", obj("central-gpu.example.com", "", centralClass.Labels, nil)), allowed, ""},
+		{"central labels count only on DeviceTaintRules and DeviceClasses", create(operator, "rbac.authorization.k8s.io", "clusterroles", "",
 			obj("c", "", map[string]string{labelComponent: "central", labelManagedBy: managedByValue}, nil)), denied, "ownership labels"},
 		{"the cluster probe's dry-run DeviceClass", dryRun(create(operator, "resource.k8s.io", "deviceclasses", "", probeClass)), notMatched, ""},
 		{"the probe's DeviceClass for real", create(operator, "resource.k8s.io", "deviceclasses", "", probeClass), denied, "ownership labels"},
