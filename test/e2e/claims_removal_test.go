@@ -193,6 +193,11 @@ func TestClaimsRemoval(t *testing.T) {
 			clCreateClaim(ctx, t, c, rmNamespace, "immediate", map[string]string{claimpolicy.AllocationLabel: claimpolicy.AllocationImmediate}, nil, clClaimSpec(rmClass, 1, ""))
 			clCreateTemplate(ctx, t, c, rmNamespace, "fits", nil, clCEL("size(devices) == 1"), clClaimSpec(rmClass, 1, ""))
 			clCreateTemplate(ctx, t, c, rmNamespace, "never", nil, clCEL("size(devices) == 3"), clClaimSpec(rmClass, 3, ""))
+			// The API server's webhook client follows its configuration
+			// through a watch of its own: until it has the caBundle back,
+			// a call fails and the webhook (failurePolicy Ignore) lets the
+			// pod through ungated. Wait until it gates a dry run.
+			clWaitWebhook(ctx, t, c, rmNamespace, "never")
 			clCreatePod(ctx, t, c, claimPod(rmNamespace, "placed", "fits"))
 			for i := range rmGated {
 				p := clCreatePod(ctx, t, c, claimPod(rmNamespace, fmt.Sprintf("waiting-%d", i), "never"))
