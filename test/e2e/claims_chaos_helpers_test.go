@@ -86,6 +86,10 @@ func (s *chState) startReplica(t *testing.T) *chReplica {
 		"--webhook-host":              "127.0.0.1",
 		"--health-probe-bind-address": fmt.Sprintf("127.0.0.1:%d", health),
 		"--metrics-bind-address":      fmt.Sprintf("127.0.0.1:%d", metrics),
+		// The test reads each replica's leader and restore metrics over
+		// plain HTTP on loopback; the HTTPS endpoint behind the API
+		// server's authorization is TestObservability's.
+		"--metrics-secure": "false",
 		// In a pod these come from the ServiceAccount's namespace file.
 		"--leader-election-namespace": s.id.Namespace,
 		"--namespace":                 s.id.Namespace,

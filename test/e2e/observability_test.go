@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -183,6 +184,18 @@ func TestObservability(t *testing.T) {
 				})
 			}
 			clWaitCentral(ctx, t, c, obsDriver)
+			// The manager opens its metrics listener as it starts, beside
+			// the controllers: the central taints can be there (or left
+			// from an earlier suite) before it listens.
+			if err := wait.PollUntilContextTimeout(ctx, pollInterval, obsTimeout, true, func(ctx context.Context) (bool, error) {
+				conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", metricsAddr)
+				if err != nil {
+					return false, nil //nolint:nilerr // retried until the listener is up
+				}
+				return true, conn.Close()
+			}); err != nil {
+				t.Fatalf("the operator's metrics endpoint %s never listened: %v", metricsAddr, err)
+			}
 
 			return context.WithValue(ctx, obsKey{}, s)
 		}).
