@@ -105,6 +105,7 @@ func (s *chState) startReplica(t *testing.T) *chReplica {
 	r := &chReplica{name: name, proc: proc, metricsAddr: fmt.Sprintf("127.0.0.1:%d", metrics), startedAt: time.Now()}
 	s.svc.SetEndpoint(name, fmt.Sprintf("127.0.0.1:%d", webhook), fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
 	s.replicas = append(s.replicas, r)
+	s.started = append(s.started, r)
 	s.logs = append(s.logs, proc.LogPath)
 	t.Logf("started replica %s (pid %d): %s", name, proc.Pid(), strings.Join(args, " "))
 	return r

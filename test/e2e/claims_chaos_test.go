@@ -117,12 +117,14 @@ type chKeyT struct{}
 
 // chState is the suite's state across its parts.
 type chState struct {
-	crc        client.Client
-	exe        string
-	id         *cluster.OperatorIdentity
-	svc        *cluster.Service
-	stopSvc    context.CancelFunc
-	replicas   []*chReplica
+	crc      client.Client
+	exe      string
+	id       *cluster.OperatorIdentity
+	svc      *cluster.Service
+	stopSvc  context.CancelFunc
+	replicas []*chReplica
+	// started is every replica ever started, for the test's cleanup.
+	started    []*chReplica
 	replicaSeq int
 	logs       []string
 	logDir     string
@@ -133,10 +135,25 @@ type chState struct {
 }
 
 func TestClaimsChaos(t *testing.T) {
+	// The suite's state outside the context too: a Setup that fails
+	// returns no context, and a replica left running would go on
+	// reconciling the DRAStack of every later suite.
+	var state *chState
+	t.Cleanup(func() {
+		if state == nil {
+			return
+		}
+		for _, r := range state.started {
+			if err := r.proc.Kill(); err != nil {
+				t.Errorf("kill replica %s: %v", r.name, err)
+			}
+		}
+	})
 	feature := features.New("claims under chaos: the operator killed, paused and restarted, the webhook down, rules deleted, pools moved").
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			s := &chState{begin: time.Now(), logDir: c.LogDir}
+			state = s
 			if err := c.InstallCRDs(CRDDir); err != nil {
 				t.Fatal(err)
 			}
@@ -493,6 +510,9 @@ func TestClaimsChaos(t *testing.T) {
 		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			s, _ := ctx.Value(chKeyT{}).(*chState)
+			if s == nil {
+				s = state
+			}
 			if s != nil {
 				if s.watch != nil {
 					close(s.watch.stop)
