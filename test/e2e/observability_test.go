@@ -166,7 +166,7 @@ func TestObservability(t *testing.T) {
 			created, prev := writeStackSpec(ctx, t, s.crc, obsTimeout, func(spec *v1alpha1.DRAStackSpec) {
 				spec.Claims = v1alpha1.ClaimsSpec{
 					Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
-					Central: []v1alpha1.CentralDevices{{Driver: obsDriver, Classes: []string{obsClass}}},
+					Central: []v1alpha1.CentralDevices{{Driver: obsDriver, Classes: []string{obsClass}, AllowImmediate: true}},
 				}
 				spec.Drivers = []v1alpha1.DriverSpec{{
 					Name: obsPluginDriver, Profile: v1alpha1.DriverProfileExample,

@@ -93,7 +93,7 @@ func sgBaseSpec() v1alpha1.DRAStackSpec {
 		Namespace: sgDriverNS,
 		Drivers:   []v1alpha1.DriverSpec{sgDriver()},
 		MultiHost: []v1alpha1.MultiHostSpec{sgMultiHost("tpu", sgTPU)},
-		Claims:    v1alpha1.ClaimsSpec{Central: []v1alpha1.CentralDevices{{Driver: sgTPU, Classes: []string{sgTPU}}}},
+		Claims:    v1alpha1.ClaimsSpec{Central: []v1alpha1.CentralDevices{{Driver: sgTPU, Classes: []string{sgTPU}, AllowImmediate: true}}},
 	}
 }
 
