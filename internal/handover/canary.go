@@ -56,6 +56,13 @@ func IsCanary(obj metav1.Object) bool {
 	return l[driver.LabelComponent] == ComponentCanary && l[driver.LabelManagedBy] == driver.ManagedByValue
 }
 
+// IsCanarySlice says whether a ResourceSlice is the canary's: a device
+// no node has and no claim but the canary claims may use, so it is no
+// device pool of anyone's (no DevicePool is made of it).
+func IsCanarySlice(s *resourceapi.ResourceSlice) bool {
+	return s.Spec.Driver == CanaryDriver && IsCanary(s)
+}
+
 // RoundOf is the round a canary object belongs to ("" for the slice and
 // class, and for anything that is not a canary object).
 func RoundOf(obj metav1.Object) string {

@@ -11,6 +11,7 @@ import (
 
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	ctrlpool "github.com/drastack/drastack/internal/controller/pool"
+	"github.com/drastack/drastack/internal/handover"
 	"github.com/drastack/drastack/internal/pool"
 )
 
@@ -43,6 +44,9 @@ func readSnapshot(ctx context.Context, r client.Reader) (*snapshot, error) {
 	}
 	s := &snapshot{claims: cl.Items, pools: make(map[string]*v1alpha1.DevicePool, len(dl.Items))}
 	for i := range sl.Items {
+		if handover.IsCanarySlice(&sl.Items[i]) {
+			continue // the join barrier's probe: no DevicePool of its own
+		}
 		s.slices = append(s.slices, &sl.Items[i])
 	}
 	for i := range rl.Items {

@@ -164,7 +164,7 @@ func (r *Reconciler) sliceHandler() handler.TypedEventHandler[*resourceapi.Resou
 	delay := batch(r.SliceBatch, DefaultSliceBatch)
 	return sliceEvent{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*resourceapi.ResourceSlice], q queue) {
-			if isCanary(e.Object) {
+			if handover.IsCanarySlice(e.Object) {
 				return
 			}
 			addBatched(q, r.model.upsertSlice(nil, e.Object), delay)
@@ -173,7 +173,7 @@ func (r *Reconciler) sliceHandler() handler.TypedEventHandler[*resourceapi.Resou
 			if e.ObjectOld.ResourceVersion == e.ObjectNew.ResourceVersion {
 				return // informer resync: nothing changed
 			}
-			switch oldCanary, newCanary := isCanary(e.ObjectOld), isCanary(e.ObjectNew); {
+			switch oldCanary, newCanary := handover.IsCanarySlice(e.ObjectOld), handover.IsCanarySlice(e.ObjectNew); {
 			case oldCanary && newCanary:
 				return
 			case newCanary:
@@ -185,19 +185,12 @@ func (r *Reconciler) sliceHandler() handler.TypedEventHandler[*resourceapi.Resou
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*resourceapi.ResourceSlice], q queue) {
-			if isCanary(e.Object) {
+			if handover.IsCanarySlice(e.Object) {
 				return
 			}
 			addBatched(q, r.model.deleteSlice(e.Object), delay)
 		},
 	}
-}
-
-// isCanary says whether a slice is the operator's join canary
-// (internal/handover): a device no node has and no claim but the
-// operator's canary claims may use, so no DevicePool of its own.
-func isCanary(s *resourceapi.ResourceSlice) bool {
-	return s.Spec.Driver == handover.CanaryDriver && handover.IsCanary(s)
 }
 
 // claimHandler follows allocations: the pools whose devices an
