@@ -30,6 +30,7 @@ func TestNamesAgree(t *testing.T) {
 		{"removal component", "removal", driver.ComponentRemoval},
 		{"central taint key", centralTaintKey, central.TaintKey},
 		{"removal taint key", removalTaintKey, driver.TaintKey},
+		{"removal policy annotation", annotationRemovalPolicy, driver.AnnotationRemovalPolicy},
 		{"scheduling gate", schedulingGate, claimpolicy.SchedulingGate},
 		{"claim finalizer", claimFinalizer, claimpolicy.Finalizer},
 		{"CEL annotation", celAnnotation, allocator.CELConstraintsAnnotation},

@@ -111,6 +111,8 @@ const (
 	// internal/driver TaintKey).
 	centralTaintKey = "resource.drastack.io/central"
 	removalTaintKey = "drastack.io/driver-removal"
+	// annotationRemovalPolicy is internal/driver's AnnotationRemovalPolicy.
+	annotationRemovalPolicy = "drastack.io/removal-policy"
 	// celAnnotation and allocationLabel ask for the operator's allocation
 	// (internal/allocator CELConstraintsAnnotation, internal/claimpolicy
 	// AllocationLabel with the value Immediate).

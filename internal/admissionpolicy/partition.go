@@ -24,17 +24,29 @@ func protectedRule(o string) string {
 // Deletions by the garbage collector pass: a central rule is owned by its
 // DRAStack and goes with it, after the operator's finalizer has let the
 // DRAStack go. An administrator who must remove a rule by hand (the
-// operator is gone for good) deletes this policy's binding first.
+// operator is gone for good) deletes this policy's binding first. One
+// change is anyone's to make: the drastack.io/removal-policy annotation
+// of a driver's removal rule, alone, which is how the README's Force
+// recipe ends a Drain when the rule is all that is left of the driver
+// (the operator then lifts the rule itself).
 func taintRules(u string) Pair {
+	oldA, newA := `oldObject.metadata.?annotations.orValue({})`, `object.metadata.?annotations.orValue({})`
+	onlyRemovalPolicy := `request.operation == "UPDATE" && object.spec.?taint.?key.orValue("") == ` + str(removalTaintKey) +
+		` && oldObject.spec.?taint.?key.orValue("") == ` + str(removalTaintKey) +
+		` && object.spec == oldObject.spec && object.metadata.?labels == oldObject.metadata.?labels` +
+		` && object.metadata.?finalizers == oldObject.metadata.?finalizers && object.metadata.?ownerReferences == oldObject.metadata.?ownerReferences` +
+		fmt.Sprintf(` && %s.all(k, k == %s || (k in %s && %s[k] == %s[k])) && %s.all(k, k == %s || k in %s)`,
+			newA, str(annotationRemovalPolicy), oldA, oldA, newA, oldA, str(annotationRemovalPolicy), newA)
 	return newPair(TaintRules, admissionregistrationv1.ValidatingAdmissionPolicySpec{
 		MatchConstraints: matching(rules("resource.k8s.io", []string{"devicetaintrules"}, writes...)),
 		MatchConditions:  []admissionregistrationv1.MatchCondition{{Name: "not-the-drastack-operator", Expression: "!(" + isUser(u) + ")"}},
 		Variables: []admissionregistrationv1.Variable{
 			{Name: "protected", Expression: `(request.operation != "CREATE" && ` + protectedRule("oldObject") + `) || ` +
 				`(request.operation != "DELETE" && ` + protectedRule("object") + `)`},
+			{Name: "onlyRemovalPolicy", Expression: onlyRemovalPolicy},
 		},
 		Validations: []admissionregistrationv1.Validation{{
-			Expression: `!variables.protected || (request.operation == "DELETE" && request.userInfo.username in ` + strList(garbageCollectors) + `)`,
+			Expression: `!variables.protected || (request.operation == "DELETE" && request.userInfo.username in ` + strList(garbageCollectors) + `) || variables.onlyRemovalPolicy`,
 			MessageExpression: `"DeviceTaintRule " + request.?name.orValue("") + " is the drastack operator's (taint key ` + centralTaintKey + ` or ` + removalTaintKey +
 				`, or its labels): only the operator (` + u + `) may ` + `" + request.operation.lowerAscii() + " it"`,
 		}},

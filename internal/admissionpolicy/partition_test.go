@@ -26,7 +26,20 @@ func TestTaintRules(t *testing.T) {
 		{"kube-controller-manager's own identity too", del("system:kube-controller-manager", r, "devicetaintrules", "", central), allowed, ""},
 		{"but the garbage collector cannot edit one", update("system:serviceaccount:kube-system:generic-garbage-collector", r, "devicetaintrules", "", central, central), denied, ""},
 		{"the operator is not matched", del(operator, r, "devicetaintrules", "", central), notMatched, ""},
+		// The README's Force recipe.
+		{"an administrator marks a removal rule Force", update(admin, r, "devicetaintrules", "", removal, forced(removal)), allowed, ""},
+		{"and changes it back", update(admin, r, "devicetaintrules", "", forced(removal), removal), allowed, ""},
+		{"but not with another annotation", update(admin, r, "devicetaintrules", "", removal,
+			edit(forced(removal), func(o m) { o["metadata"].(m)["annotations"].(m)["x"] = "y" })), denied, "may update it"},
+		{"nor with a change of the taint", update(admin, r, "devicetaintrules", "", removal,
+			edit(forced(removal), func(o m) { o["spec"].(m)["taint"].(m)["effect"] = "None" })), denied, "may update it"},
+		{"nor on a central rule", update(admin, r, "devicetaintrules", "", central, forced(central)), denied, "may update it"},
 	})
+}
+
+// forced is a DeviceTaintRule with the removal-policy annotation Force.
+func forced(rule map[string]any) map[string]any {
+	return edit(rule, func(o m) { o["metadata"].(m)["annotations"] = m{annotationRemovalPolicy: "Force"} })
 }
 
 // claim is a ResourceClaim with the given requests, labels and annotations.
