@@ -68,8 +68,14 @@ type RemovalState struct {
 	Policy v1alpha1.RemovalPolicy
 	// TaintRulesServed says the cluster serves DeviceTaintRule.
 	TaintRulesServed bool
-	// Tainted says the driver's DeviceTaintRule exists.
+	// Tainted says the driver's removal DeviceTaintRules cover every
+	// target (RemovalTaintTargets) of its devices, and no other rule of
+	// it exists.
 	Tainted bool
+	// Rules counts the driver's removal DeviceTaintRules that exist,
+	// whatever they target: once every device is gone there is no target
+	// left, and the rules that stopped allocations are still to lift.
+	Rules int
 	// DeviceClasses counts the driver's DeviceClasses still present.
 	DeviceClasses int
 	// BlockingClaims are the allocated claims (namespace/name, sorted)
@@ -147,7 +153,7 @@ func NextRemovalStep(s RemovalState) RemovalStep {
 	if len(clean) > 0 {
 		return RemovalStep{Phase: PhaseCleaning, Actions: clean}
 	}
-	if s.Tainted {
+	if s.Rules > 0 {
 		return RemovalStep{Phase: PhaseCleaning, Actions: []RemovalAction{ActionUntaint}}
 	}
 	return RemovalStep{Done: true}

@@ -54,9 +54,12 @@ func TestNextRemovalStep(t *testing.T) {
 			RemovalStep{Phase: PhaseCleaning, Actions: []RemovalAction{ActionDeleteSlices}}},
 		{"a taint deleted by someone else is restored while slices remain", RemovalState{TaintRulesServed: true, Slices: 3},
 			RemovalStep{Phase: PhaseTainting, Actions: []RemovalAction{ActionTaint}}},
-		{"everything else gone: the taint is lifted last", RemovalState{TaintRulesServed: true, Tainted: true},
+		{"everything else gone: the taint is lifted last", RemovalState{TaintRulesServed: true, Tainted: true, Rules: 1},
 			RemovalStep{Phase: PhaseCleaning, Actions: []RemovalAction{ActionUntaint}}},
-		{"under Drain, a claim still allocated keeps the last taint in place", RemovalState{TaintRulesServed: true, Tainted: true, BlockingClaims: []string{"ns/c"}},
+		{"every device gone, no target left: the per-pool rules of a name the publisher shares are still lifted", RemovalState{TaintRulesServed: true, Rules: 2},
+			RemovalStep{Phase: PhaseCleaning, Actions: []RemovalAction{ActionUntaint}}},
+		{"no rule and no target: done, not lifting nothing forever", RemovalState{TaintRulesServed: true, Tainted: true}, RemovalStep{Done: true}},
+		{"under Drain, a claim still allocated keeps the last taint in place", RemovalState{TaintRulesServed: true, Tainted: true, Rules: 1, BlockingClaims: []string{"ns/c"}},
 			RemovalStep{Phase: PhaseDraining}},
 		{"Drain waits while custom resources of the driver's definitions exist, its controller still running to finalize them",
 			with(func(s *RemovalState) {
@@ -125,7 +128,7 @@ func TestRemovalRunsToCompletion(t *testing.T) {
 		for _, a := range step.Actions {
 			switch a {
 			case ActionTaint:
-				s.Tainted = true
+				s.Tainted, s.Rules = true, 1
 			case ActionDeleteWorkloads:
 				s.Workloads = 0
 			case ActionDeleteObjects:
@@ -139,7 +142,7 @@ func TestRemovalRunsToCompletion(t *testing.T) {
 				if s.Slices > 0 {
 					t.Fatal("taint lifted while devices remain")
 				}
-				s.Tainted = false
+				s.Tainted, s.Rules = false, 0
 			}
 		}
 	}

@@ -98,6 +98,14 @@ func (in *installed) hasTaintRules(targets []driver.TaintTarget) bool {
 	return len(in.staleRules(targets)) == 0
 }
 
+// ruleCount counts the driver's removal DeviceTaintRules.
+func (in *installed) ruleCount() int {
+	if in == nil {
+		return 0
+	}
+	return len(in.taintRules)
+}
+
 // staleRules are the driver's DeviceTaintRules that no target names.
 func (in *installed) staleRules(targets []driver.TaintTarget) []object {
 	if in == nil {

@@ -68,6 +68,7 @@ func (r *Reconciler) removeDriver(ctx context.Context, st *v1alpha1.DRAStack, na
 		Policy:           policy,
 		TaintRulesServed: taintGVK != nil,
 		Tainted:          in.hasTaintRules(targets),
+		Rules:            in.ruleCount(),
 		DeviceClasses:    in.count(func(gk schema.GroupKind) bool { return gk.Kind == "DeviceClass" }),
 		Workloads:        in.count(isWorkload),
 		Objects:          in.count(isOther),
