@@ -37,9 +37,10 @@ func loadDRAStackCRD(t *testing.T) *apiextensions.CustomResourceDefinition {
 	return &crd
 }
 
-// TestClaimsSpecValidation evaluates the CEL rules of spec.claims on
-// examples, as the API server would on create.
-func TestClaimsSpecValidation(t *testing.T) {
+// specFieldSchema is the structural schema of spec.<field> of the
+// DRAStack CRD, with the validator of its CEL rules.
+func specFieldSchema(t *testing.T, field string) (*schema.Structural, *cel.Validator) {
+	t.Helper()
 	crd := loadDRAStackCRD(t)
 	var props *apiextensions.JSONSchemaProps
 	for _, v := range crd.Spec.Versions {
@@ -50,12 +51,42 @@ func TestClaimsSpecValidation(t *testing.T) {
 	if props == nil {
 		props = crd.Spec.Validation.OpenAPIV3Schema
 	}
-	claimsProps := props.Properties["spec"].Properties["claims"]
-	structural, err := schema.NewStructural(&claimsProps)
+	fieldProps := props.Properties["spec"].Properties[field]
+	structural, err := schema.NewStructural(&fieldProps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	validator := cel.NewValidator(structural, false, celconfig.PerCallLimit)
+	return structural, cel.NewValidator(structural, false, celconfig.PerCallLimit)
+}
+
+// TestDurationsDecode: every duration of the spec is refused at admission
+// unless it parses. A DRAStack the API server stores with a duration Go
+// cannot decode stops the operator's informer from listing any DRAStack
+// (found by the spec fuzz test with incompleteGracePeriod: bogus).
+func TestDurationsDecode(t *testing.T) {
+	for _, tc := range []struct{ field, key string }{
+		{"claims", "placementTimeout"}, {"claims", "allocationTimeout"}, {"claims", "gangTimeout"},
+		{"pools", "resyncPeriod"}, {"pools", "incompleteGracePeriod"},
+	} {
+		t.Run(tc.field+"."+tc.key, func(t *testing.T) {
+			structural, validator := specFieldSchema(t, tc.field)
+			for _, v := range []string{"bogus", "-1s"} {
+				errs, _ := validator.Validate(context.Background(), field.NewPath("spec", tc.field), structural, map[string]any{tc.key: v}, nil, celconfig.RuntimeCELCostBudget)
+				if len(errs) == 0 {
+					t.Errorf("spec.%s.%s: %q accepted", tc.field, tc.key, v)
+				}
+			}
+			if errs, _ := validator.Validate(context.Background(), field.NewPath("spec", tc.field), structural, map[string]any{tc.key: "30s"}, nil, celconfig.RuntimeCELCostBudget); len(errs) != 0 {
+				t.Errorf("spec.%s.%s: 30s refused: %v", tc.field, tc.key, errs.ToAggregate())
+			}
+		})
+	}
+}
+
+// TestClaimsSpecValidation evaluates the CEL rules of spec.claims on
+// examples, as the API server would on create.
+func TestClaimsSpecValidation(t *testing.T) {
+	structural, validator := specFieldSchema(t, "claims")
 	tests := []struct {
 		name    string
 		claims  string

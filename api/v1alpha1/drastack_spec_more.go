@@ -240,6 +240,7 @@ type CentralDevices struct {
 
 // PoolsSpec configures pool validation.
 // +kubebuilder:validation:XValidation:rule="!has(self.resyncPeriod) || duration(self.resyncPeriod) >= duration('10s')",message="resyncPeriod must be at least 10s"
+// +kubebuilder:validation:XValidation:rule="!has(self.incompleteGracePeriod) || duration(self.incompleteGracePeriod) >= duration('0s')",message="incompleteGracePeriod must be a duration of 0s or more"
 type PoolsSpec struct {
 	// resyncPeriod is how often every pool is revalidated even without
 	// changes, to catch missed events.
