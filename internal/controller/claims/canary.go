@@ -23,8 +23,8 @@ import (
 //
 // Cluster-scoped canary objects: the slice, its class and the rounds'
 // rules (the names are fixed or per round, so resourceNames cannot narrow
-// create).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices;deviceclasses;devicetaintrules,verbs=get;list;watch;create;delete
+// create). They are read from the cache only (list, watch).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices;deviceclasses;devicetaintrules,verbs=list;watch;create;delete
 // The claims and pods of the attempts live in the operator's own
 // namespace only (a Role there; config/rbac).
 // +kubebuilder:rbac:groups="",namespace=system,resources=pods,verbs=create;delete

@@ -34,7 +34,10 @@ import (
 // spec.claims.gangTimeout. gang.Next decides each step; this file only
 // reads, calls and writes.
 
-// The gang of a pod named by a PodGroup of the Workload API.
+// The gang of a pod named by a PodGroup of the Workload API. Held where
+// the API server serves PodGroups (GenericWorkload): in the e2e runs only
+// TestClaimsGangWorkloadAPI's own cluster does, which the permission audit
+// of the shared cluster does not see.
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=podgroups,verbs=get;list;watch
 // The gang condition on member pods.
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch

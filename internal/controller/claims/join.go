@@ -33,8 +33,9 @@ import (
 )
 
 // The join loop records joins on the operator's central rules (patch,
-// under the allocation fence).
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=get;list;watch;patch
+// under the allocation fence), read from the cache (list, watch) and
+// listed live (APIReader) when a round settles.
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=devicetaintrules,verbs=list;watch;patch
 
 // JoinControllerName runs the join barrier of the partition hand-over.
 const JoinControllerName = "central-join"

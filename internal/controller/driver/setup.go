@@ -122,7 +122,7 @@ import (
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch;create;update;delete
 // removal.go customResources: a removal waits for (Drain) or keeps the
 // definitions for (Force) the custom resources of a profile's
-// CustomResourceDefinitions (APIReader list). Also held to grant it to the
+// CustomResourceDefinitions (APIReader list). Held also to grant it to the
 // nvidia-gpu kubelet plugin (0310: get, list, watch), compute-domain
 // controller (0600: get, list, watch) and IMEX daemons (0700: get, list,
 // watch).
