@@ -199,6 +199,17 @@ func processIdentity() string {
 	return host + "_" + rand.Text()[:10]
 }
 
+// UserAgent is the User-Agent of every request of an operator instance:
+// the client's (client-go's default when base is empty) and the
+// instance's identity, so that an audit log tells replicas of one
+// ServiceAccount apart (internal/permissions FenceFirst).
+func UserAgent(base, identity string) string {
+	if base == "" {
+		base = rest.DefaultKubernetesUserAgent()
+	}
+	return base + " drastack-instance/" + identity
+}
+
 // Scheme returns a scheme with the Kubernetes and drastack types.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -211,7 +222,9 @@ func Scheme() *runtime.Scheme {
 // New creates the manager with every controller registered. Start it with
 // mgr.Start(ctx).
 func New(cfg *rest.Config, o Options) (manager.Manager, error) {
+	identity := processIdentity()
 	cfg = rateLimited(cfg, o)
+	cfg.UserAgent = UserAgent(cfg.UserAgent, identity)
 	if limit := applyMemoryLimit(o.MemoryLimit); limit > 0 {
 		ctrl.Log.WithName("setup").Info("Set the Go runtime's soft memory limit from the container's", "containerLimit", o.MemoryLimit, "softLimit", limit)
 	}
@@ -288,7 +301,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		StatusInterval: o.ClaimStatusInterval,
 		Workers:        o.ClaimWorkers,
 		FenceNamespace: cmp.Or(o.LeaderElectionNamespace, operatorNamespace(o.Namespace)),
-		Identity:       processIdentity(),
+		Identity:       identity,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up claim controller: %w", err)
 	}

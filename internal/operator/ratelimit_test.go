@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,5 +39,19 @@ func TestRateLimited(t *testing.T) {
 				t.Errorf("rate limiter %v, want unlimited=%v", rc.GetRateLimiter(), tc.unlimited)
 			}
 		})
+	}
+}
+
+// Every instance names itself in its User-Agent, after the client's.
+func TestUserAgent(t *testing.T) {
+	a, b := processIdentity(), processIdentity()
+	if a == b {
+		t.Fatalf("two instances share the identity %q", a)
+	}
+	if got := UserAgent("", a); !strings.HasPrefix(got, rest.DefaultKubernetesUserAgent()+" ") || !strings.HasSuffix(got, " drastack-instance/"+a) {
+		t.Errorf("UserAgent with client-go's default: %q", got)
+	}
+	if got := UserAgent("e2e.test/v0", b); got != "e2e.test/v0 drastack-instance/"+b {
+		t.Errorf("UserAgent after a set one: %q", got)
 	}
 }

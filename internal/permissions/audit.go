@@ -29,6 +29,10 @@ type Request struct {
 	Received, Done time.Time
 	// Message is the response status's message (a refusal's reason).
 	Message string
+	// UserAgent is the client's User-Agent header: the operator names its
+	// process in it (operator.UserAgent), which tells apart the replicas
+	// of one ServiceAccount.
+	UserAgent string
 }
 
 // Verbs are the RBAC verbs the request needed: its own, and
@@ -63,6 +67,7 @@ type auditEvent struct {
 	AuditID    string `json:"auditID"`
 	Stage      string `json:"stage"`
 	RequestURI string `json:"requestURI"`
+	UserAgent  string `json:"userAgent"`
 	Verb       string `json:"verb"`
 	User       struct {
 		Username string `json:"username"`
@@ -119,6 +124,7 @@ func ParseAudit(r io.Reader, username string) ([]Request, error) {
 			DryRun:    strings.Contains(ev.RequestURI, "dryRun=All"),
 			WatchList: ev.Verb == "watch" && strings.Contains(ev.RequestURI, "sendInitialEvents=true"),
 			Received:  ev.RequestReceivedTimestamp, Done: ev.StageTimestamp,
+			UserAgent: ev.UserAgent,
 		}
 		if ev.ResponseStatus != nil {
 			req.Code, req.Message = ev.ResponseStatus.Code, ev.ResponseStatus.Message

@@ -20,9 +20,28 @@ var reviews = map[string]bool{"authentication.k8s.io": true, "authorization.k8s.
 // in force from the end of the first request the probe policy refused.
 // Writes of the installer itself (its policies and bindings, by name; the
 // probe), dry runs and reviews (which store nothing) do not count. It returns one
-// line per write made too early. Runs are told apart by that first read,
-// so it assumes one operator process at a time, as the e2e suites run it.
+// line per write made too early. The processes are told apart by their
+// User-Agent (the operator names its host and process id in it), the runs
+// of one process by that first read: replicas that run at once, as the
+// chaos suite runs them, each wait for their own probe.
 func FenceFirst(reqs []Request) []string {
+	byProcess := map[string][]Request{}
+	var agents []string
+	for _, r := range reqs {
+		if _, ok := byProcess[r.UserAgent]; !ok {
+			agents = append(agents, r.UserAgent)
+		}
+		byProcess[r.UserAgent] = append(byProcess[r.UserAgent], r)
+	}
+	var out []string
+	for _, a := range agents {
+		out = append(out, fenceFirst(byProcess[a])...)
+	}
+	return out
+}
+
+// fenceFirst is FenceFirst for the requests of one process.
+func fenceFirst(reqs []Request) []string {
 	sorted := slices.Clone(reqs)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Received.Before(sorted[j].Received) })
 	own := map[string]bool{admissionpolicy.Probe: true}

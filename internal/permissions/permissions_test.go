@@ -181,6 +181,7 @@ func TestFenceFirst(t *testing.T) {
 		return req(s, "create", "events.k8s.io", "events", "drastack-admission-probe-abc", true, "")
 	}
 	write := func(s int) Request { return req(s, "patch", "", "pods", "p", false, "") }
+	as := func(agent string, r Request) Request { r.UserAgent = agent; return r }
 	for _, c := range []struct {
 		name string
 		reqs []Request
@@ -192,6 +193,12 @@ func TestFenceFirst(t *testing.T) {
 		{"dry runs, reviews and reads do not count", []Request{req(0, "create", "authentication.k8s.io", "selfsubjectreviews", "", false, ""), crd(1),
 			req(2, "create", "resource.k8s.io", "resourceclaims", "drastack-probe-x", true, ""), req(3, "list", "", "pods", "", false, ""), probeOK(4)}, 0},
 		{"a driver policy is a write like any other", []Request{crd(1), req(2, "patch", "admissionregistration.k8s.io", "validatingadmissionpolicies", "gpu-example-com-resourceslices-own-node", false, ""), probeOK(3)}, 1},
+		// Two replicas at once (leader election): the leader's writes
+		// while a standby starts are the leader's, after its own probe.
+		{"a standby starting does not make the leader's writes early", []Request{
+			as("leader", crd(1)), as("leader", probeOK(2)), as("standby", crd(3)), as("leader", write(4)), as("standby", probeOK(5)), as("standby", write(6))}, 0},
+		{"but the standby's own write before its probe is", []Request{
+			as("leader", crd(1)), as("leader", probeOK(2)), as("standby", crd(3)), as("standby", write(4)), as("standby", probeOK(5))}, 1},
 	} {
 		if got := FenceFirst(c.reqs); len(got) != c.bad {
 			t.Errorf("%s: %d early writes %v, want %d", c.name, len(got), got, c.bad)
