@@ -74,6 +74,9 @@ import (
 // (metadata lists), apply.go apply (apply), removal.go act (delete).
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apps,resources=daemonsets;deployments,verbs=list;watch;create;patch;delete
+// Held only to grant it to the dranet plugin
+// (profiles/dranet/0310_kubelet_plugin_dranet_rbac.yaml: get).
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses,verbs=get
 // Held only to grant it to the nvidia-gpu compute-domain controller
 // (profiles/nvidia-gpu/0600_controller.yaml, Role controller: get, update)
 // and, with the MPSSupport feature gate, its GPU plugin
