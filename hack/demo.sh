@@ -196,7 +196,9 @@ YAML
   "$KUBECTL" get events -n demo-claims --field-selector reason=Unsatisfiable,involvedObject.name=tpu-4x4 -o custom-columns='CLAIM:.involvedObject.name,NOTE:.message' || true
   echo
   # A gang (issue 27): two pods that start together or not at all, each
-  # with a 3g.20gb MIG partition of the central GPUs. The operator places
+  # with a 3g.20gb MIG partition of the central GPUs (their class
+  # gpu-central.sim.drastack.io, as the central-classes policy requires of
+  # a claim that asks for the operator). The operator places
   # both in one search and lifts both gates together.
   "$KUBECTL" apply --server-side -f - >/dev/null <<'YAML'
 apiVersion: resource.k8s.io/v1
@@ -213,7 +215,7 @@ spec:
       requests:
       - name: mig
         exactly:
-          deviceClassName: gpu.sim.drastack.io
+          deviceClassName: gpu-central.sim.drastack.io
           selectors:
           - cel:
               expression: device.attributes["gpu.sim.drastack.io"].type == "mig" && device.attributes["gpu.sim.drastack.io"].profile == "3g.20gb"
