@@ -199,6 +199,9 @@ func processIdentity() string {
 	return host + "_" + rand.Text()[:10]
 }
 
+// LeaderElectionID names the Lease of leader election.
+const LeaderElectionID = "drastack.drastack.io"
+
 // UserAgent is the User-Agent of every request of an operator instance:
 // the client's (client-go's default when base is empty) and the
 // instance's identity, so that an audit log tells replicas of one
@@ -246,7 +249,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElect,
-		LeaderElectionID:        "drastack.drastack.io",
+		LeaderElectionID:        LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// The leader steps down on shutdown so a new one takes over at once.
 		LeaderElectionReleaseOnCancel: true,

@@ -13,6 +13,14 @@ import (
 // (who am I, may I): not writes.
 var reviews = map[string]bool{"authentication.k8s.io": true, "authorization.k8s.io": true}
 
+// leaderElection is the Lease of controller-runtime's leader election
+// (operator.LeaderElectionID), which the manager takes and renews beside
+// the policy installer, not after it: no admission policy of the set
+// covers Leases, so none could be in force for it. The allocation fence's
+// Lease is not exempt: the claim controller takes it only once the caches
+// (and so the policies, which hold them) are ready.
+const leaderElection = "drastack.drastack.io"
+
 // FenceFirst checks, from the audit log, that the operator wrote nothing
 // before the API server enforced its admission policies, in every run:
 // a run starts when the operator reads the DRAStack CRD (the first request
@@ -62,6 +70,9 @@ func fenceFirst(reqs []Request) []string {
 			}
 		case IsWrite(r.Verb) && !r.DryRun && r.Allowed && !reviews[r.Group]:
 			if r.Group == "admissionregistration.k8s.io" && strings.HasPrefix(r.Resource, "validatingadmissionpolic") && own[r.Name] {
+				continue
+			}
+			if r.Group == "coordination.k8s.io" && r.Resource == "leases" && r.Name == leaderElection {
 				continue
 			}
 			if !inForce {

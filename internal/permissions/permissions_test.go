@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/drastack/drastack/internal/operator"
 )
 
 const source = `package x
@@ -197,11 +199,22 @@ func TestFenceFirst(t *testing.T) {
 		// while a standby starts are the leader's, after its own probe.
 		{"a standby starting does not make the leader's writes early", []Request{
 			as("leader", crd(1)), as("leader", probeOK(2)), as("standby", crd(3)), as("leader", write(4)), as("standby", probeOK(5)), as("standby", write(6))}, 0},
+		{"the leader election Lease comes before the installer", []Request{
+			as("standby", req(1, "create", "coordination.k8s.io", "leases", "drastack.drastack.io", false, "")), as("standby", crd(2)), as("standby", probeOK(3))}, 0},
+		{"the allocation fence's Lease does not", []Request{
+			as("standby", req(1, "create", "coordination.k8s.io", "leases", "drastack-allocation-fence", false, "")), as("standby", crd(2)), as("standby", probeOK(3))}, 1},
 		{"but the standby's own write before its probe is", []Request{
 			as("leader", crd(1)), as("leader", probeOK(2)), as("standby", crd(3)), as("standby", write(4)), as("standby", probeOK(5))}, 1},
 	} {
 		if got := FenceFirst(c.reqs); len(got) != c.bad {
 			t.Errorf("%s: %d early writes %v, want %d", c.name, len(got), got, c.bad)
 		}
+	}
+}
+
+// The Lease FenceFirst lets through is the manager's leader election's.
+func TestLeaderElectionLease(t *testing.T) {
+	if leaderElection != operator.LeaderElectionID {
+		t.Errorf("FenceFirst lets Lease %q through; the operator's leader election takes %q", leaderElection, operator.LeaderElectionID)
 	}
 }
