@@ -17,8 +17,7 @@ var reviews = map[string]bool{"authentication.k8s.io": true, "authorization.k8s.
 // (operator.LeaderElectionID), which the manager takes and renews beside
 // the policy installer, not after it: no admission policy of the set
 // covers Leases, so none could be in force for it. The allocation fence's
-// Lease is not exempt: the claim controller takes it only once the caches
-// (and so the policies, which hold them) are ready.
+// Lease is not exempt: it is part of the claim controller's writes.
 const leaderElection = "drastack.drastack.io"
 
 // FenceFirst checks, from the audit log, that the operator wrote nothing
