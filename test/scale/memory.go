@@ -84,18 +84,29 @@ func (r *runningOperator) memory(ctx context.Context) (Memory, bool, error) {
 	if err := r.cmd.Process.Signal(measureSignal); err != nil {
 		return Memory{}, false, fmt.Errorf("ask the operator to measure its memory: %w", err)
 	}
+	var got Memory
+	err := awaitAnswer(ctx, "measure its memory", func() bool {
+		m, err := readMemory(r.memoryPath)
+		got = m
+		return err == nil && m.Seq > before.Seq
+	})
+	return got, err == nil, err
+}
+
+// awaitAnswer polls answered until it reports true, for at most
+// measureTimeout: the child process answers a signal by writing a file
+// with a higher sequence number.
+func awaitAnswer(ctx context.Context, what string, answered func() bool) error {
 	deadline := time.Now().Add(measureTimeout)
-	for {
-		if m, err := readMemory(r.memoryPath); err == nil && m.Seq > before.Seq {
-			return m, true, nil
-		}
+	for !answered() {
 		if time.Now().After(deadline) {
-			return Memory{}, false, fmt.Errorf("the operator did not measure its memory within %s", measureTimeout)
+			return fmt.Errorf("the operator did not %s within %s", what, measureTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return Memory{}, false, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	return nil
 }

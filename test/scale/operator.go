@@ -117,9 +117,16 @@ func (t Tuning) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// countsInterval is how often the child process writes its request counts,
-// so that the parent can split them by phase.
+// countsInterval is how often the child process writes its request counts
+// unasked (the parent reads them after the child exits, too).
 const countsInterval = time.Second
+
+// countsSignal asks the operator child process to write its request
+// counts now: the parent splits them by phase, and counts up to a second
+// old put the requests of a phase's last second into the next one
+// (TestScale100 once counted the DevicePool creates of the publication in
+// the burst).
+const countsSignal = syscall.SIGUSR2
 
 // operatorShutdown bounds the operator's graceful shutdown.
 const operatorShutdown = 10 * time.Second
@@ -177,7 +184,13 @@ func OperatorProcessMain() (bool, error) {
 	signalled := ctrl.SetupSignalHandler()
 	measure := make(chan os.Signal, 1)
 	signal.Notify(measure, measureSignal)
-	memoryPath, seq := os.Getenv(operatorMemoryEnv), 0
+	count := make(chan os.Signal, 1)
+	signal.Notify(count, countsSignal)
+	memoryPath, seq, countSeq := os.Getenv(operatorMemoryEnv), 0, 0
+	writeCountsNow := func() error {
+		countSeq++
+		return writeCounts(countsPath, countSeq, reqs.Snapshot())
+	}
 	mgrCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -200,11 +213,15 @@ func OperatorProcessMain() (bool, error) {
 			err, stopped = <-done, true
 		case err = <-done:
 			stopped = true
+		case <-count:
+			if err := writeCountsNow(); err != nil {
+				ctrl.Log.Error(err, "Request counts not written")
+			}
 		case <-time.After(countsInterval):
-			_ = writeCounts(countsPath, reqs.Snapshot())
+			_ = writeCountsNow()
 		}
 	}
-	if werr := writeCounts(countsPath, reqs.Snapshot()); werr != nil && err == nil {
+	if werr := writeCountsNow(); werr != nil && err == nil {
 		err = werr
 	}
 	return true, err
@@ -340,13 +357,23 @@ func operatorEnviron() []string {
 	return out
 }
 
-// requests returns the requests made so far (in a child process: as of
-// its last write, at most countsInterval ago).
-func (r *runningOperator) requests() (RequestCounts, error) {
+// requests returns the requests made so far: a child process is asked to
+// write its counts, and the answer is awaited.
+func (r *runningOperator) requests(ctx context.Context) (RequestCounts, error) {
 	if r.cmd == nil {
 		return r.reqs.Snapshot(), nil
 	}
-	return readCounts(r.countsPath)
+	before, _ := readCounts(r.countsPath)
+	if err := r.cmd.Process.Signal(countsSignal); err != nil {
+		return RequestCounts{}, fmt.Errorf("ask the operator for its request counts: %w", err)
+	}
+	var got countsFile
+	err := awaitAnswer(ctx, "write its request counts", func() bool {
+		c, err := readCounts(r.countsPath)
+		got = c
+		return err == nil && c.Seq > before.Seq
+	})
+	return got.Counts, err
 }
 
 // cpu returns the child process's CPU time so far (user and system), false
@@ -389,7 +416,7 @@ func (r *runningOperator) stop() (RequestCounts, Usage, error) {
 		u.PeakRSS = ru.Maxrss * 1024 // kilobytes on Linux
 	}
 	counts, cerr := readCounts(r.countsPath)
-	return counts, u, errors.Join(err, cerr)
+	return counts.Counts, u, errors.Join(err, cerr)
 }
 
 // userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ,

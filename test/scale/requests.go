@@ -125,16 +125,28 @@ func (c RequestCounts) Minus(before RequestCounts) RequestCounts {
 	return out
 }
 
-func writeCounts(path string, c RequestCounts) error {
-	data, err := json.Marshal(c)
+// countsFile is what the operator child process writes: its counts as of
+// its seq-th write.
+type countsFile struct {
+	Seq    int           `json:"seq"`
+	Counts RequestCounts `json:"counts"`
+}
+
+// writeCounts replaces the file whole (a reader never sees half of it).
+func writeCounts(path string, seq int, c RequestCounts) error {
+	data, err := json.Marshal(countsFile{Seq: seq, Counts: c})
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, data, 0o600)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
-func readCounts(path string) (RequestCounts, error) {
-	var c RequestCounts
+func readCounts(path string) (countsFile, error) {
+	var c countsFile
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return c, fmt.Errorf("read the operator's request counts: %w", err)

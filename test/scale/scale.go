@@ -518,7 +518,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var phaseReq RequestCounts
 	var phaseCPU time.Duration
 	endPhase := func(name string) {
-		req, err := op.requests()
+		req, err := op.requests(ctx)
 		if err != nil {
 			rep.problem("phase %s: %v", name, err)
 		}
