@@ -49,8 +49,18 @@ func measureMemory(seq int) Memory {
 	return m
 }
 
-func writeMemory(path string, m Memory) error {
-	data, err := json.Marshal(m)
+func writeMemory(path string, m Memory) error { return writeJSON(path, m) }
+
+func readMemory(path string) (Memory, error) {
+	var m Memory
+	err := readJSON(path, "memory file", &m)
+	return m, err
+}
+
+// writeJSON replaces the file whole with v as JSON: the parent process
+// never reads half of what the child wrote.
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -61,16 +71,16 @@ func writeMemory(path string, m Memory) error {
 	return os.Rename(tmp, path)
 }
 
-func readMemory(path string) (Memory, error) {
-	var m Memory
+// readJSON reads what writeJSON wrote; what names the file in errors.
+func readJSON(path, what string, v any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return m, err
+		return fmt.Errorf("read the operator's %s: %w", what, err)
 	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("parse the operator's memory file %s: %w", path, err)
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("parse the operator's %s %s: %w", what, path, err)
 	}
-	return m, nil
+	return nil
 }
 
 // memory asks the operator child process to measure its memory and waits

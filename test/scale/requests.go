@@ -1,10 +1,7 @@
 package scale
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
 	"sort"
 	"sync"
 
@@ -132,27 +129,12 @@ type countsFile struct {
 	Counts RequestCounts `json:"counts"`
 }
 
-// writeCounts replaces the file whole (a reader never sees half of it).
 func writeCounts(path string, seq int, c RequestCounts) error {
-	data, err := json.Marshal(countsFile{Seq: seq, Counts: c})
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return writeJSON(path, countsFile{Seq: seq, Counts: c})
 }
 
 func readCounts(path string) (countsFile, error) {
 	var c countsFile
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return c, fmt.Errorf("read the operator's request counts: %w", err)
-	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		return c, fmt.Errorf("parse the operator's request counts %s: %w", path, err)
-	}
-	return c, nil
+	err := readJSON(path, "request counts", &c)
+	return c, err
 }
