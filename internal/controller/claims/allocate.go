@@ -138,15 +138,8 @@ func (r *Reconciler) allocateImmediate(ctx context.Context, cfg claimpolicy.Conf
 		}
 		return d.Reserve(claim, stamped(results[0].Allocation, r.now()), "")
 	})
-	switch {
-	case errors.Is(err, ledger.ErrNotReady):
-		// The term's sweep is under way; the claim is queued again when it
-		// ends (term.go).
-		return ctrl.Result{}, nil
-	case errors.Is(err, ledger.ErrStale) || errors.Is(err, ledger.ErrTaken):
-		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
-	case err != nil:
-		return ctrl.Result{}, err
+	if res, done, err := afterTurn(err); done {
+		return res, err
 	}
 	allocationsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
 	observeEngine(engine.Name(), outcome, took)

@@ -2,7 +2,6 @@ package claims
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -327,13 +326,8 @@ func (p *placementReconciler) placeGang(ctx context.Context, cfg claimpolicy.Con
 		}
 		return nil
 	})
-	switch {
-	case errors.Is(err, ledger.ErrNotReady):
-		return ctrl.Result{}, nil
-	case errors.Is(err, ledger.ErrStale) || errors.Is(err, ledger.ErrTaken):
-		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
-	case err != nil:
-		return ctrl.Result{}, err
+	if res, done, err := afterTurn(err); done {
+		return res, err
 	}
 	if chosen == nil {
 		if outcome == claimpolicy.OutcomeAllocated {

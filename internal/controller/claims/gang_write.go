@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -43,20 +42,10 @@ func (p *placementReconciler) finishGang(ctx context.Context, cfg claimpolicy.Co
 			writes = append(writes, &write{m: m, claim: c})
 		}
 	}
-	var wg sync.WaitGroup
-	for _, w := range writes {
-		do := func() { w.outcome, w.written, w.err = r.writeReserved(ctx, w.claim.UID) }
-		if r.serialWrites {
-			do()
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			do()
-		}()
-	}
-	wg.Wait()
+	r.writeAll(len(writes), func(i int) {
+		w := writes[i]
+		w.outcome, w.written, w.err = r.writeReserved(ctx, w.claim.UID)
+	})
 	broken, ambiguous := false, false
 	for _, w := range writes {
 		key := w.m.key()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -322,13 +321,8 @@ func (p *placementReconciler) place(ctx context.Context, cfg claimpolicy.Config,
 		}
 		return nil
 	})
-	switch {
-	case errors.Is(err, ledger.ErrNotReady):
-		return ctrl.Result{}, nil
-	case errors.Is(err, ledger.ErrStale) || errors.Is(err, ledger.ErrTaken):
-		return ctrl.Result{RequeueAfter: retryNowDelay}, nil
-	case err != nil:
-		return ctrl.Result{}, err
+	if res, done, err := afterTurn(err); done {
+		return res, err
 	}
 	placementsTotal.WithLabelValues(engine.Name(), string(outcome)).Inc()
 	if len(candidates) > 0 {
@@ -367,23 +361,10 @@ func (p *placementReconciler) finishUnit(ctx context.Context, cfg claimpolicy.Co
 		err     error
 	}
 	answers := make([]answer, len(pc.pending))
-	var wg sync.WaitGroup
-	for i, c := range pc.pending {
-		write := func() {
-			o, w, err := r.writeReserved(ctx, c.UID)
-			answers[i] = answer{o, w, err}
-		}
-		if r.serialWrites {
-			write()
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			write()
-		}()
-	}
-	wg.Wait()
+	r.writeAll(len(pc.pending), func(i int) {
+		o, w, err := r.writeReserved(ctx, pc.pending[i].UID)
+		answers[i] = answer{o, w, err}
+	})
 	engine := cfg.Engine
 	confirmed, broken, ambiguous := 0, false, false
 	for i, a := range answers {

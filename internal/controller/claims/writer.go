@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/drastack/drastack/internal/claimpolicy"
@@ -25,6 +27,42 @@ const writeTimeout = 10 * time.Second
 // retryNowDelay requeues "at once" while still letting the queue
 // de-duplicate a burst of events for the same object.
 const retryNowDelay = 10 * time.Millisecond
+
+// afterTurn is what a reconcile returns after a ledger turn that did not
+// decide (done): not ready (the term's sweep is under way; the claim is
+// queued again when it ends, term.go), stale or taken (decide again from
+// newer state at once), or failed. A turn that decided (err nil) is not
+// done: the caller goes on with its outcome.
+func afterTurn(err error) (res ctrl.Result, done bool, _ error) {
+	switch {
+	case err == nil:
+		return ctrl.Result{}, false, nil
+	case errors.Is(err, ledger.ErrNotReady):
+		return ctrl.Result{}, true, nil
+	case errors.Is(err, ledger.ErrStale) || errors.Is(err, ledger.ErrTaken):
+		return ctrl.Result{RequeueAfter: retryNowDelay}, true, nil
+	}
+	return ctrl.Result{}, true, err
+}
+
+// writeAll runs write(0) to write(n-1), the writes of one unit, in
+// parallel (one after the other with serialWrites) and returns when all
+// have ended.
+func (r *Reconciler) writeAll(n int, write func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		if r.serialWrites {
+			write(i)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			write(i)
+		}()
+	}
+	wg.Wait()
+}
 
 // errRefused is a write the API server refused as invalid (422): the same
 // write can never commit, so it is reported as an Event and not retried
