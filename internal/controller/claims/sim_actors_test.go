@@ -929,13 +929,13 @@ func (w *simWorld) checkJoins(leader *simOperator) *violation {
 	return nil
 }
 
-// placeable asks the engine, on the settled state as the operator sees it,
-// whether claims fit together on some node where kube-scheduler would let
-// the pod run (its host port is free there).
-func (w *simWorld) placeable(op *simOperator, pod *corev1.Pod, claims []*resourceapi.ResourceClaim) bool {
+// settledSession is an engine session over the operator's view of the
+// settled state with every allocation the store holds; false when the
+// view or the session cannot be built.
+func (w *simWorld) settledSession(op *simOperator) (allocator.Session, bool) {
 	view, err := op.r.source.Read(context.Background())
 	if err != nil {
-		return false
+		return nil, false
 	}
 	in := view.Inputs
 	for _, o := range w.store.list(kClaim) {
@@ -944,7 +944,15 @@ func (w *simWorld) placeable(op *simOperator, pod *corev1.Pod, claims []*resourc
 		}
 	}
 	sess, err := w.sched.engine.NewSession(context.Background(), in)
-	if err != nil {
+	return sess, err == nil
+}
+
+// placeable asks the engine, on the settled state as the operator sees it,
+// whether claims fit together on some node where kube-scheduler would let
+// the pod run (its host port is free there).
+func (w *simWorld) placeable(op *simOperator, pod *corev1.Pod, claims []*resourceapi.ResourceClaim) bool {
+	sess, ok := w.settledSession(op)
+	if !ok {
 		return false
 	}
 	var forOp []*resourceapi.ResourceClaim

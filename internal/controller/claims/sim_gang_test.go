@@ -13,10 +13,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -153,18 +151,8 @@ func (w *simWorld) checkGangs(leader *simOperator) *violation {
 // gangPlaceable asks the engine, on the settled state as the operator
 // sees it, whether the members' claims fit together.
 func (w *simWorld) gangPlaceable(op *simOperator, name string, members [][]*resourceapi.ResourceClaim) bool {
-	view, err := op.r.source.Read(context.Background())
-	if err != nil {
-		return false
-	}
-	in := view.Inputs
-	for _, o := range w.store.list(kClaim) {
-		if c := o.(*resourceapi.ResourceClaim); c.Status.Allocation != nil {
-			in.Allocated = append(in.Allocated, c)
-		}
-	}
-	sess, err := w.sched.engine.NewSession(context.Background(), in)
-	if err != nil {
+	sess, ok := w.settledSession(op)
+	if !ok {
 		return false
 	}
 	g := allocator.Gang{Name: simNS + "/" + name}
@@ -179,7 +167,7 @@ func (w *simWorld) gangPlaceable(op *simOperator, name string, members [][]*reso
 		}
 		g.Members = append(g.Members, m)
 	}
-	_, err = sess.(allocator.GangSession).AllocateGang(context.Background(), g, allocator.Options{})
+	_, err := sess.(allocator.GangSession).AllocateGang(context.Background(), g, allocator.Options{})
 	return err == nil
 }
 
@@ -196,46 +184,13 @@ func TestSimulationGangs(t *testing.T) {
 		}
 		return
 	}
-	start := time.Now()
-	var (
-		next, steps, gangs atomic.Int64
-		mu                 sync.Mutex
-		failed             []string
-		wg                 sync.WaitGroup
-	)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				seed := next.Add(1)
-				if seed > int64(*simGangSeeds) {
-					return
-				}
-				w := newSimWorld(uint64(seed), opts)
-				v := w.run()
-				steps.Add(int64(w.step))
-				gangs.Add(int64(w.gangsPlaced()))
-				if v != nil {
-					mu.Lock()
-					failed = append(failed, formatViolation(uint64(seed), v, w))
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	t.Logf("%d seeds, %d steps, %d gang members bound, in %s", *simGangSeeds, steps.Load(), gangs.Load(), time.Since(start).Round(time.Millisecond))
+	var gangs atomic.Int64
+	steps, took, failed := runSeeds(*simGangSeeds, opts, func(w *simWorld) { gangs.Add(int64(w.gangsPlaced())) })
+	t.Logf("%d seeds, %d steps, %d gang members bound, in %s", *simGangSeeds, steps, gangs.Load(), took.Round(time.Millisecond))
 	if gangs.Load() == 0 {
 		t.Error("no gang was ever placed: the workload makes none, or the operator places none")
 	}
-	for i, f := range failed {
-		if i == 5 {
-			t.Errorf("... and %d more failing seeds", len(failed)-5)
-			break
-		}
-		t.Error(f)
-	}
+	reportFailed(t, failed)
 }
 
 // gangsPlaced counts the pods of gangs bound at the end of a run.

@@ -42,12 +42,28 @@ func TestSimulation(t *testing.T) {
 		}
 		return
 	}
+	var allocs, joins atomic.Int64
+	steps, took, failed := runSeeds(*simSeeds, opts, func(w *simWorld) {
+		allocs.Add(int64(w.allocations))
+		joins.Add(int64(w.store.joins))
+	})
+	t.Logf("%d seeds, %d steps, %d allocations written and %d joins recorded by the operator, in %s", *simSeeds, steps, allocs.Load(), joins.Load(), took.Round(time.Millisecond))
+	if allocs.Load() < int64(*simSeeds)/2 {
+		t.Errorf("the operator wrote %d allocations in %d seeds: the runs check almost nothing", allocs.Load(), *simSeeds)
+	}
+	reportFailed(t, failed)
+}
+
+// runSeeds runs seeds 1 to n, as many at once as GOMAXPROCS, and calls
+// each (from several goroutines at once) with every finished world. It
+// returns the steps of all runs, how long they took, and one message per
+// failing seed.
+func runSeeds(n int, opts simOptions, each func(w *simWorld)) (steps int64, took time.Duration, failed []string) {
 	start := time.Now()
 	var (
-		next, steps, allocs, joins atomic.Int64
-		mu                         sync.Mutex
-		failed                     []string
-		wg                         sync.WaitGroup
+		next, total atomic.Int64
+		mu          sync.Mutex
+		wg          sync.WaitGroup
 	)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -55,14 +71,13 @@ func TestSimulation(t *testing.T) {
 			defer wg.Done()
 			for {
 				seed := next.Add(1)
-				if seed > int64(*simSeeds) {
+				if seed > int64(n) {
 					return
 				}
 				w := newSimWorld(uint64(seed), opts)
 				v := w.run()
-				steps.Add(int64(w.step))
-				allocs.Add(int64(w.allocations))
-				joins.Add(int64(w.store.joins))
+				total.Add(int64(w.step))
+				each(w)
 				if v != nil {
 					mu.Lock()
 					failed = append(failed, formatViolation(uint64(seed), v, w))
@@ -72,10 +87,12 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d seeds, %d steps, %d allocations written and %d joins recorded by the operator, in %s", *simSeeds, steps.Load(), allocs.Load(), joins.Load(), time.Since(start).Round(time.Millisecond))
-	if allocs.Load() < int64(*simSeeds)/2 {
-		t.Errorf("the operator wrote %d allocations in %d seeds: the runs check almost nothing", allocs.Load(), *simSeeds)
-	}
+	return total.Load(), time.Since(start), failed
+}
+
+// reportFailed fails the test with the first five failing seeds.
+func reportFailed(t *testing.T, failed []string) {
+	t.Helper()
 	for i, f := range failed {
 		if i == 5 {
 			t.Errorf("... and %d more failing seeds", len(failed)-5)
