@@ -47,15 +47,15 @@ func (c *Cluster) startComponents(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sched, err := c.start("kube-scheduler",
-		"--kubeconfig="+schedKubeconfig,
-		"--authentication-kubeconfig="+schedKubeconfig,
-		"--authorization-kubeconfig="+schedKubeconfig,
+	sched, err := c.start("kube-scheduler", append([]string{
+		"--kubeconfig=" + schedKubeconfig,
+		"--authentication-kubeconfig=" + schedKubeconfig,
+		"--authorization-kubeconfig=" + schedKubeconfig,
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(schedPort),
-		"--cert-dir="+filepath.Join(c.Dir, "kube-scheduler"),
+		"--secure-port=" + strconv.Itoa(schedPort),
+		"--cert-dir=" + filepath.Join(c.Dir, "kube-scheduler"),
 		"--leader-elect=false",
-		gates, verbosity)
+		gates, verbosity}, c.opts.SchedulerArgs...)...)
 	if err != nil {
 		return err
 	}

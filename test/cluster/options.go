@@ -133,6 +133,10 @@ type Options struct {
 	// kube-controller-manager. Default 0.
 	Verbosity int
 
+	// SchedulerArgs are added to kube-scheduler's flags
+	// ("--kube-api-qps=300").
+	SchedulerArgs []string
+
 	// Logf receives progress lines ("etcd and kube-apiserver ready in
 	// 3.1s"). Default: discard.
 	Logf func(format string, args ...any)

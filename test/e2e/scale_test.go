@@ -77,7 +77,7 @@ func TestScale100(t *testing.T) {
 	}
 	t.Logf("timing: control plane %s, nodes %s, last slice to correct %s, burst %.0f/s p50 %s p99 %s, republish converged %s after its last slice",
 		rep.ClusterStart.Round(time.Millisecond), rep.NodesReady.Round(time.Millisecond), rep.SyncCorrect.Round(time.Millisecond),
-		rep.BurstRate, rep.BurstP50.Round(time.Millisecond), rep.BurstP99.Round(time.Millisecond), rep.RepublishCorrect.Round(time.Millisecond))
+		rep.Burst.Rate, rep.Burst.P50.Round(time.Millisecond), rep.Burst.P99.Round(time.Millisecond), rep.RepublishCorrect.Round(time.Millisecond))
 
 	checkRequestsPerAllocation(t, rep, claims)
 	checkMemoryPerNode(t, rep.Memory)

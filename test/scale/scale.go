@@ -47,6 +47,9 @@ const (
 	GPUClass = "scale-gpu"
 	// TPUClass selects the multi-host partitions.
 	TPUClass = "scale-tpu"
+	// NICClass selects NICs, which are not central: kube-scheduler
+	// allocates them (Config.SchedulerBurst).
+	NICClass = "scale-nic"
 
 	tpuSelectLabel = "scale.drastack.io/tpu"
 	tpuDomainLabel = "scale.drastack.io/tpu-domain"
@@ -82,6 +85,16 @@ type Config struct {
 	// RepublishPercent of the nodes republish their pools under a new
 	// generation. Default 10.
 	RepublishPercent int
+	// SchedulerBurst adds a phase after the operator's burst: as many
+	// pods, each with a claim for one NIC, which kube-scheduler allocates,
+	// measured as the operator's burst is (Report.SchedulerBurst), so the
+	// two compare in one run on the same cluster.
+	SchedulerBurst bool
+	// SchedulerQPS and SchedulerQPSBurst are kube-scheduler's client-side
+	// limits; default the operator's (operator.DefaultKubeAPIQPS and
+	// DefaultKubeAPIBurst), so neither side has more room than the other.
+	SchedulerQPS      float32
+	SchedulerQPSBurst int
 	// PublishSteps splits the initial publication: the nodes are created
 	// in that many equal steps, the next once every DevicePool of the
 	// previous is right, and the operator's memory is measured after each
@@ -139,6 +152,12 @@ func (c *Config) defaults() error {
 	if c.RepublishPercent <= 0 {
 		c.RepublishPercent = 10
 	}
+	if c.SchedulerQPS <= 0 {
+		c.SchedulerQPS = operator.DefaultKubeAPIQPS
+	}
+	if c.SchedulerQPSBurst <= 0 {
+		c.SchedulerQPSBurst = operator.DefaultKubeAPIBurst
+	}
 	if c.PublishSteps <= 0 {
 		c.PublishSteps = 1
 	}
@@ -161,6 +180,18 @@ func (c *Config) defaults() error {
 		c.Logf = func(string, ...any) {}
 	}
 	return nil
+}
+
+// BurstStats are the figures of a burst: allocations per second (first
+// claim created to last allocation seen) and the latency of each claim
+// from its create call to its allocation seen in a watch.
+type BurstStats struct {
+	Claims int
+	Rate   float64
+	Wall   time.Duration
+	// Create is how long creating the burst's objects took.
+	Create        time.Duration
+	P50, P99, Max time.Duration
 }
 
 // Phase is one phase of the run, from the operator's point of view.
@@ -234,14 +265,12 @@ type Report struct {
 	// SyncCorrect is from the last slice written to every DevicePool
 	// correct.
 	SyncCorrect time.Duration
-	// Burst: allocations per second over the burst (first claim created
-	// to last allocation seen), latency of each claim from its create
-	// call to its allocation seen in a watch.
-	BurstRate float64
-	BurstWall time.Duration
-	// BurstCreate is how long creating the burst's claims took.
-	BurstCreate                         time.Duration
-	BurstP50, BurstP99, BurstMax        time.Duration
+	// Burst is the operator's burst of immediate claims; SchedulerBurst
+	// kube-scheduler's of pods (nil unless Config.SchedulerBurst).
+	Burst          BurstStats
+	SchedulerBurst *BurstStats
+	// BurstPoolsCorrect is from the operator's last allocation to every
+	// DevicePool right.
 	BurstPoolsCorrect                   time.Duration
 	Republished                         int
 	RepublishCorrect, RepublishFromEdit time.Duration
@@ -450,7 +479,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		LogDir:            cfg.LogDir,
 		NodeHeartbeat:     cfg.NodeHeartbeat,
 		StartTimeout:      5 * time.Minute,
-		Logf:              logf,
+		SchedulerArgs: []string{
+			fmt.Sprintf("--kube-api-qps=%g", cfg.SchedulerQPS),
+			fmt.Sprintf("--kube-api-burst=%d", cfg.SchedulerQPSBurst),
+		},
+		Logf: logf,
 	})
 	if err != nil {
 		return nil, err
@@ -630,7 +663,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	// Phase 2: the burst.
-	if err := burst(ctx, cs, w, cfg, rep); err != nil {
+	if rep.Burst, err = burst(ctx, cs, w, cfg); err != nil {
 		rep.problem("%v", err)
 		return rep, nil
 	}
@@ -648,6 +681,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.problem("device allocated twice: %s", v)
 	}
 	endPhase(PhaseBurst)
+
+	// Phase 2b: kube-scheduler's burst on the same cluster.
+	if cfg.SchedulerBurst {
+		st, err := schedulerBurst(ctx, cs, w, cfg)
+		if err != nil {
+			rep.problem("%v", err)
+			return rep, nil
+		}
+		rep.SchedulerBurst = &st
+		if _, _, err := check("after kube-scheduler's burst"); err != nil {
+			rep.problem("%v", err)
+			return rep, nil
+		}
+		if err := w.cache.List(ctx, &claims, client.InNamespace(Namespace)); err != nil {
+			return nil, err
+		}
+		for _, v := range doubleAllocations(claims.Items) {
+			rep.problem("device allocated twice: %s", v)
+		}
+		endPhase(PhaseSchedulerBurst)
+	}
 
 	// Phase 3: 10% of the nodes republish under a new generation.
 	edit := time.Now()
@@ -684,8 +738,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // where it stands.
 const progressInterval = 5 * time.Second
 
-// PhaseBurst names the phase of the claim burst.
-const PhaseBurst = "claim burst"
+// PhaseBurst names the phase of the claim burst; PhaseSchedulerBurst
+// kube-scheduler's.
+const (
+	PhaseBurst          = "claim burst"
+	PhaseSchedulerBurst = "kube-scheduler burst"
+)
 
 // Phase returns the phase of that name.
 func (r *Report) Phase(name string) (Phase, bool) {
@@ -760,6 +818,7 @@ func setup(ctx context.Context, cs kubernetes.Interface, crc client.Client, cfg 
 	for _, dc := range []struct{ name, expr string }{
 		{GPUClass, fmt.Sprintf(`device.driver == %q && device.attributes[%q].type == "gpu"`, GPUDriver, GPUDriver)},
 		{TPUClass, fmt.Sprintf(`device.driver == %q`, TPUDriver)},
+		{NICClass, fmt.Sprintf(`device.driver == %q`, NICDriver)},
 	} {
 		obj := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: dc.name},
 			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: dc.expr}}}}}
@@ -847,65 +906,113 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cfg Config, n 
 
 // burst creates cfg.Claims immediate claims for one whole GPU each, as
 // fast as 32 clients can, and waits until each is seen allocated.
-func burst(ctx context.Context, cs kubernetes.Interface, w *watcher, cfg Config, rep *Report) error {
-	created := make([]time.Time, cfg.Claims)
-	begin := time.Now()
-	err := parallel(ctx, 32, cfg.Claims, func(ctx context.Context, i int) error {
+func burst(ctx context.Context, cs kubernetes.Interface, w *watcher, cfg Config) (BurstStats, error) {
+	return runBurst(ctx, w, cfg, "burst", "claims", func(ctx context.Context, name string) error {
 		claim := &resourceapi.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: fmt.Sprintf("burst-%05d", i)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
 			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: GPUClass, Count: 1},
 			}}}},
 		}
-		created[i] = time.Now()
 		if _, err := cs.ResourceV1().ResourceClaims(Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create claim %s: %w", claim.Name, err)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
+}
+
+// schedulerBurst creates cfg.Claims pods, each with a claim of its own
+// for one NIC (created just before the pod), and measures, as burst does,
+// until kube-scheduler has allocated every claim.
+func schedulerBurst(ctx context.Context, cs kubernetes.Interface, w *watcher, cfg Config) (BurstStats, error) {
+	return runBurst(ctx, w, cfg, "sched", "pods", func(ctx context.Context, name string) error {
+		claim := &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: NICClass, Count: 1},
+			}}}},
+		}
+		if _, err := cs.ResourceV1().ResourceClaims(Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create claim %s: %w", claim.Name, err)
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
+			Spec: corev1.PodSpec{
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "nic", ResourceClaimName: &claim.Name}},
+				Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+					Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "nic"}}}}},
+			},
+		}
+		if _, err := cs.CoreV1().Pods(Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create pod %s: %w", pod.Name, err)
+		}
+		return nil
+	})
+}
+
+// runBurst calls create for cfg.Claims names prefix-NNNNN from 32
+// goroutines and waits until the watch has seen every claim of those
+// names allocated; what names the objects in the log.
+func runBurst(ctx context.Context, w *watcher, cfg Config, prefix, what string, create func(ctx context.Context, name string) error) (BurstStats, error) {
+	n := cfg.Claims
+	st := BurstStats{Claims: n}
+	names := make([]string, n)
+	created := make([]time.Time, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%05d", prefix, i)
 	}
-	rep.BurstCreate = time.Since(begin)
-	cfg.Logf("burst: %d claims created in %s", cfg.Claims, rep.BurstCreate.Round(time.Millisecond))
+	begin := time.Now()
+	err := parallel(ctx, 32, n, func(ctx context.Context, i int) error {
+		created[i] = time.Now()
+		return create(ctx, names[i])
+	})
+	if err != nil {
+		return st, err
+	}
+	st.Create = time.Since(begin)
+	cfg.Logf("%s: %d %s created in %s", prefix, n, what, st.Create.Round(time.Millisecond))
 	deadline := time.Now().Add(cfg.PhaseTimeout)
 	for {
 		w.mu.Lock()
-		n := 0
-		for i := range cfg.Claims {
-			if _, ok := w.allocatedAt[fmt.Sprintf("burst-%05d", i)]; ok {
-				n++
+		allocated := 0
+		for _, name := range names {
+			if _, ok := w.allocatedAt[name]; ok {
+				allocated++
 			}
 		}
 		w.mu.Unlock()
-		if n == cfg.Claims {
+		if allocated == n {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("burst: %d of %d claims allocated after %s", n, cfg.Claims, cfg.PhaseTimeout)
+			return st, fmt.Errorf("%s: %d of %d claims allocated after %s", prefix, allocated, n, cfg.PhaseTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return st, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 	w.mu.Lock()
-	lat := make([]time.Duration, cfg.Claims)
-	for i := range cfg.Claims {
-		lat[i] = w.allocatedAt[fmt.Sprintf("burst-%05d", i)].Sub(created[i])
+	lat := make([]time.Duration, n)
+	var last time.Time
+	for i, name := range names {
+		at := w.allocatedAt[name]
+		lat[i] = at.Sub(created[i])
+		if at.After(last) {
+			last = at
+		}
 	}
-	last := w.lastAllocation
 	w.mu.Unlock()
 	slices.Sort(lat)
-	rep.BurstWall = last.Sub(begin)
-	rep.BurstRate = float64(cfg.Claims) / rep.BurstWall.Seconds()
-	rep.BurstP50 = lat[len(lat)*50/100]
-	rep.BurstP99 = lat[min(len(lat)-1, len(lat)*99/100)]
-	rep.BurstMax = lat[len(lat)-1]
-	cfg.Logf("burst: %d claims allocated in %s (%.0f/s), p50 %s p99 %s", cfg.Claims, rep.BurstWall.Round(time.Millisecond),
-		rep.BurstRate, rep.BurstP50.Round(time.Millisecond), rep.BurstP99.Round(time.Millisecond))
-	return nil
+	st.Wall = last.Sub(begin)
+	st.Rate = float64(n) / st.Wall.Seconds()
+	st.P50 = lat[len(lat)*50/100]
+	st.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	st.Max = lat[len(lat)-1]
+	cfg.Logf("%s: %d claims allocated in %s (%.0f/s), p50 %s p99 %s", prefix, n, st.Wall.Round(time.Millisecond),
+		st.Rate, st.P50.Round(time.Millisecond), st.P99.Round(time.Millisecond))
+	return st, nil
 }
 
 // republish labels every node whose index is a multiple of

@@ -42,6 +42,13 @@ func run() error {
 	flag.IntVar(&cfg.Domains, "domains", 4, "multi-host domains of 16 hosts")
 	flag.IntVar(&cfg.Claims, "claims", 0, "immediate claims in the burst, one whole GPU each (default: one per node)")
 	flag.IntVar(&cfg.RepublishPercent, "republish-percent", 10, "percentage of nodes that republish under a new generation")
+	flag.BoolVar(&cfg.SchedulerBurst, "scheduler-burst", true, "after the operator's burst, as many pods whose NIC claims kube-scheduler allocates, with the ratio of the two")
+	flag.Func("scheduler-qps", "kube-scheduler's client-side limit of requests per second (default: the operator's)", func(v string) error {
+		f, err := strconv.ParseFloat(v, 32)
+		cfg.SchedulerQPS = float32(f)
+		return err
+	})
+	flag.IntVar(&cfg.SchedulerQPSBurst, "scheduler-qps-burst", 0, "kube-scheduler's client-side burst (default: the operator's)")
 	flag.IntVar(&cfg.PublishSteps, "publish-steps", 1, "create the nodes in this many steps, measuring the operator's memory after each")
 	flag.DurationVar(&cfg.NodeHeartbeat, "node-heartbeat", time.Minute, "kwok node heartbeat and lease renewal interval")
 	flag.DurationVar(&cfg.PhaseTimeout, "phase-timeout", 20*time.Minute, "bound of each wait")
@@ -173,13 +180,21 @@ func write(w io.Writer, r *scale.Report) {
 		{"control plane up / nodes Ready", ms(r.ClusterStart) + " / " + ms(r.NodesReady)},
 		{"simulated driver: start to last slice", ms(r.Publish)},
 		{"**pools right after the last slice**", ms(r.SyncCorrect)},
-		{fmt.Sprintf("**burst of %d immediate claims: claims/s** (first create to last allocation seen)", c.Claims), fmt.Sprintf("%.1f (all in %s; created in %s)", r.BurstRate, ms(r.BurstWall), ms(r.BurstCreate))},
-		{"**burst latency p50 / p99** / max (create to allocation seen)", ms(r.BurstP50) + " / " + ms(r.BurstP99) + " / " + ms(r.BurstMax)},
+		{fmt.Sprintf("**burst of %d immediate claims: claims/s** (first create to last allocation seen)", c.Claims), fmt.Sprintf("%.1f (all in %s; created in %s)", r.Burst.Rate, ms(r.Burst.Wall), ms(r.Burst.Create))},
+		{"**burst latency p50 / p99** / max (create to allocation seen)", ms(r.Burst.P50) + " / " + ms(r.Burst.P99) + " / " + ms(r.Burst.Max)},
 		{"**requests per allocation** (operator requests in the burst / claims)", perAllocation(r)},
 		{"pools right after the last allocation", ms(r.BurstPoolsCorrect)},
+	}
+	if b := r.SchedulerBurst; b != nil {
+		rows = append(rows,
+			[2]string{fmt.Sprintf("**kube-scheduler: burst of %d pods**, each with its own claim for one NIC: claims/s (first claim created to last allocation seen; kube-scheduler's client limit %g/s, burst %d)", b.Claims, c.SchedulerQPS, c.SchedulerQPSBurst),
+				fmt.Sprintf("%.1f (all in %s; created in %s); **operator / kube-scheduler: %.2fx**", b.Rate, ms(b.Wall), ms(b.Create), r.Burst.Rate/b.Rate)},
+			[2]string{"kube-scheduler: latency p50 / p99 / max (claim create to allocation seen)", fmt.Sprintf("%s / %s / %s; operator / kube-scheduler p99: %.2fx", ms(b.P50), ms(b.P99), ms(b.Max), r.Burst.P99.Seconds()/b.P99.Seconds())})
+	}
+	rows = append(rows, [][2]string{
 		{fmt.Sprintf("**relabel of %d nodes: pools right** after the last slice / after the relabel", r.Republished), ms(r.RepublishCorrect) + " / " + ms(r.RepublishFromEdit)},
 		{"relabel: the simulated driver's first / last slice after the relabel", ms(r.RepublishFirstSlice) + " / " + ms(r.RepublishLastSlice)},
-	}
+	}...)
 	if r.Usage.Measured {
 		var cpu, rss []string
 		for _, p := range r.Phases {
