@@ -101,6 +101,9 @@ type Reconciler struct {
 	// other instead of in parallel: the deterministic simulation runs one
 	// goroutine at a time.
 	serialWrites bool
+	// retired are the DeviceTaintRules the taint loop deleted or narrowed
+	// that the cache may still show (retiredRules).
+	retired retiredRules
 	// sleep waits between the retries of a sweep write without a
 	// definite answer (sleepCtx when nil). The simulation's clock is its
 	// own: it does not wait in real time.
@@ -140,6 +143,9 @@ type protocolSwitches struct {
 	// noJoin lets the engine use a central pool as soon as the cache
 	// shows its DeviceTaintRule, before the join barrier ran (problem 4).
 	noJoin bool
+	// trustCache lets the engine use a rule the taint loop deleted or
+	// narrowed until the cache shows that (retiredRules; seed 11928).
+	trustCache bool
 }
 
 // termFence is what the loops use of the allocation fence
@@ -170,7 +176,7 @@ func (r *Reconciler) init() {
 		r.APIReader = r.Client
 	}
 	r.released = make(chan event.GenericEvent, 1)
-	r.source = &cacheSource{reader: r.Client, cfg: &r.cfg, taintRules: r.taintRules, off: &r.off}
+	r.source = &cacheSource{reader: r.Client, cfg: &r.cfg, taintRules: r.taintRules, off: &r.off, retired: &r.retired}
 	r.ledger = ledger.New(ledger.Options{Source: r.source, Now: r.now})
 	if r.fence == nil {
 		r.fence = fence.New(fence.Options{Client: r.Client, Reader: r.APIReader, Namespace: r.FenceNamespace, Identity: r.Identity,

@@ -108,6 +108,7 @@ type simStore struct {
 	// joins counts the joins recorded on central rules (a run that joins
 	// nothing checks nothing of the join barrier).
 	joins int
+	debug func(format string, args ...any)
 }
 
 func newSimStore() *simStore {
@@ -157,6 +158,18 @@ func (s *simStore) commit(kind string, typ watch.EventType, obj client.Object) {
 		s.objs[kind][keyOf(obj)] = obj
 	}
 	s.log[kind] = append(s.log[kind], simEvent{typ: typ, obj: copyObj(obj)})
+	if s.debug != nil {
+		switch o := obj.(type) {
+		case *resourceapi.ResourceClaim:
+			a := "none"
+			if o.Status.Allocation != nil {
+				a = fmt.Sprint(len(o.Status.Allocation.Devices.Results), " ", o.Status.Allocation.Devices.Results[0].Pool, "/", o.Status.Allocation.Devices.Results[0].Device)
+			}
+			s.debug("  [store] %s claim %s rv %d by %s alloc %s reservedFor %d", typ, o.Name, s.rv, s.manager, a, len(o.Status.ReservedFor))
+		case *resourceapi.DeviceTaintRule:
+			s.debug("  [store] %s rule %s rv %d gen %d by %s ann %v", typ, o.Name, s.rv, o.Generation, s.manager, o.Annotations)
+		}
+	}
 }
 
 func (s *simStore) create(obj client.Object) error {

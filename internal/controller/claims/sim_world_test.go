@@ -132,6 +132,9 @@ func newSimWorld(seed uint64, opts simOptions) *simWorld {
 	w := &simWorld{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), opts: opts, store: newSimStore(),
 		clock: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), faultOn: opts.faults,
 		adminDeleted: map[types.UID]bool{}, excused: map[types.UID]bool{}}
+	if *simSeed != 0 {
+		w.store.debug = w.logf
+	}
 	w.setup()
 	w.setupLog = map[string]int{}
 	for _, k := range simKinds {

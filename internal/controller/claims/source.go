@@ -31,6 +31,8 @@ type cacheSource struct {
 	floor termFloor
 	// off are the Reconciler's protocol switches (the simulation's).
 	off *protocolSwitches
+	// retired are the rules the taint loop deleted or narrowed.
+	retired *retiredRules
 }
 
 var _ ledger.Source = (*cacheSource)(nil)
@@ -61,6 +63,9 @@ func (s *cacheSource) Read(ctx context.Context) (ledger.View, error) {
 			return view, fmt.Errorf("list DeviceTaintRules: %w", err)
 		}
 		rules = list.Items
+		if s.retired != nil && (s.off == nil || !s.off.trustCache) {
+			rules = s.retired.current(rules)
+		}
 	}
 	raw := make([]*resourceapi.ResourceSlice, len(slices.Items))
 	for i := range slices.Items {

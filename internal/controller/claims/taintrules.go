@@ -248,6 +248,7 @@ func (t *taintReconciler) apply(ctx context.Context, diff central.RuleDiff, owne
 		if err := t.fenced(ctx, &cur); err != nil {
 			return err
 		}
+		r.retired.retire(&cur)
 		upd := cur.DeepCopy()
 		upd.Labels, upd.Spec = rule.Labels, rule.Spec
 		if err := r.Client.Patch(ctx, upd, optimistic(&cur), client.FieldOwner(FieldManager)); err != nil && !apierrors.IsConflict(err) {
@@ -259,6 +260,7 @@ func (t *taintReconciler) apply(ctx context.Context, diff central.RuleDiff, owne
 		if err := t.fenced(ctx, rule); err != nil {
 			return err
 		}
+		r.retired.retire(rule)
 		if err := r.Client.Delete(ctx, rule, client.Preconditions{UID: &rule.UID, ResourceVersion: &rule.ResourceVersion}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("delete DeviceTaintRule %s: %w", rule.Name, err)
 		}
