@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,13 +91,15 @@ func runSeeds(n int, opts simOptions, each func(w *simWorld)) (steps int64, took
 	return total.Load(), time.Since(start), failed
 }
 
-// reportFailed fails the test with the first five failing seeds.
+// reportFailed fails the test with the first five failing seeds and
+// their traces, and names the others in a line each.
 func reportFailed(t *testing.T, failed []string) {
 	t.Helper()
 	for i, f := range failed {
-		if i == 5 {
-			t.Errorf("... and %d more failing seeds", len(failed)-5)
-			break
+		if i >= 5 {
+			first, _, _ := strings.Cut(f, "\n")
+			t.Errorf("also %s", first)
+			continue
 		}
 		t.Error(f)
 	}
