@@ -908,17 +908,22 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, cfg Config, n 
 // fast as 32 clients can, and waits until each is seen allocated.
 func burst(ctx context.Context, cs kubernetes.Interface, w *watcher, cfg Config) (BurstStats, error) {
 	return runBurst(ctx, w, cfg, "burst", "claims", func(ctx context.Context, name string) error {
-		claim := &resourceapi.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
-			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: GPUClass, Count: 1},
-			}}}},
-		}
-		if _, err := cs.ResourceV1().ResourceClaims(Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create claim %s: %w", claim.Name, err)
-		}
-		return nil
+		return createOneDeviceClaim(ctx, cs, name, "gpu", GPUClass)
 	})
+}
+
+// createOneDeviceClaim creates a claim for one device of class.
+func createOneDeviceClaim(ctx context.Context, cs kubernetes.Interface, name, request, class string) error {
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: request, Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, Count: 1},
+		}}}},
+	}
+	if _, err := cs.ResourceV1().ResourceClaims(Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create claim %s: %w", claim.Name, err)
+	}
+	return nil
 }
 
 // schedulerBurst creates cfg.Claims pods, each with a claim of its own
@@ -926,19 +931,13 @@ func burst(ctx context.Context, cs kubernetes.Interface, w *watcher, cfg Config)
 // until kube-scheduler has allocated every claim.
 func schedulerBurst(ctx context.Context, cs kubernetes.Interface, w *watcher, cfg Config) (BurstStats, error) {
 	return runBurst(ctx, w, cfg, "sched", "pods", func(ctx context.Context, name string) error {
-		claim := &resourceapi.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
-			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-				Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: NICClass, Count: 1},
-			}}}},
-		}
-		if _, err := cs.ResourceV1().ResourceClaims(Namespace).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create claim %s: %w", claim.Name, err)
+		if err := createOneDeviceClaim(ctx, cs, name, "nic", NICClass); err != nil {
+			return err
 		}
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: name},
 			Spec: corev1.PodSpec{
-				ResourceClaims: []corev1.PodResourceClaim{{Name: "nic", ResourceClaimName: &claim.Name}},
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "nic", ResourceClaimName: &name}},
 				Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
 					Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "nic"}}}}},
 			},
