@@ -20,7 +20,7 @@ var (
 	}, []string{"state"})
 	roundsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "drastack_central_join_canaries_total",
-		Help: "Canary pods of the join barrier by what kube-scheduler made of them: refused (it saw the canary rule) or bound (it had not; tried again).",
+		Help: "Canary pods of the join barrier by what kube-scheduler made of them: refused (it saw the canary rule), bound (it had not; tried again) or lost (bound because another process deleted the round's canary rule; a new round begins).",
 	}, []string{"outcome"})
 	joinsTotal = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "drastack_central_joins_total",

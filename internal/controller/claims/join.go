@@ -104,6 +104,8 @@ type joinReconciler struct {
 type joinRound struct {
 	id      string
 	started time.Time
+	// rule is the UID of the round's canary rule as created.
+	rule types.UID
 	// covered are the rules, as they were when the canary rule was
 	// created after them, that this round may join.
 	covered map[string]handover.RuleRef
@@ -377,9 +379,11 @@ func (j *joinReconciler) startRound(ctx context.Context, stack *v1alpha1.DRAStac
 	for _, ref := range pending {
 		round.covered[ref.Name] = ref
 	}
-	if _, err := j.canary.createRule(ctx, stack, id); err != nil {
+	rule, err := j.canary.createRule(ctx, stack, id)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
+	round.rule = rule.UID
 	j.round = round
 	var names []string
 	for _, ref := range pending {
@@ -495,6 +499,21 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 			pod.Namespace, pod.Name, listNames(slices.Sorted(maps.Keys(round.covered))))
 		return ctrl.Result{RequeueAfter: joinPoll}, nil
 	case handover.CanaryBound:
+		// kube-scheduler had not seen the canary rule, or the rule is
+		// gone: a process that lost its lease deletes the canary rules of
+		// every round but its own, and then no canary is ever refused.
+		switch gone, err := j.ruleGone(ctx, round); {
+		case j.r.off.keepLostRound:
+		case err != nil:
+			return ctrl.Result{}, err
+		case gone:
+			roundsTotal.WithLabelValues("lost").Inc()
+			// Its taint may still be in kube-scheduler's view: later
+			// canaries tolerate it.
+			j.deletedRule(round.id)
+			log.FromContext(ctx).Info("The round's canary rule was deleted by another process; starting a new round", "round", round.id, "rule", handover.CanaryRuleName(round.id))
+			return j.endRound(ctx)
+		}
 		// kube-scheduler had not seen the canary rule: try again.
 		roundsTotal.WithLabelValues("bound").Inc()
 		if err := j.canary.deleteAttempt(ctx, round.id, round.attempt); err != nil {
@@ -546,6 +565,20 @@ func (j *joinReconciler) awaitRefusal(ctx context.Context, stack *v1alpha1.DRASt
 	}
 	log.FromContext(ctx).Info("kube-scheduler refused the canary", "round", round.id, "attempts", round.attempt+1, "refusedAt", refusal.Version, "waiters", n, "took", j.r.now().Sub(round.started).String())
 	return j.awaitWaiters(ctx, stack, cur)
+}
+
+// ruleGone reads the round's canary rule from the API server (a bound
+// canary is rare, the read cheap): gone, or another object of that name,
+// means nothing can refuse the round's canaries.
+func (j *joinReconciler) ruleGone(ctx context.Context, round *joinRound) (bool, error) {
+	var rule resourceapi.DeviceTaintRule
+	switch err := j.r.APIReader.Get(ctx, client.ObjectKey{Name: handover.CanaryRuleName(round.id)}, &rule); {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("read the canary DeviceTaintRule %s: %w", handover.CanaryRuleName(round.id), err)
+	}
+	return rule.UID != round.rule, nil
 }
 
 // waitSets reads, after the refusal, the pods (from the pod cache, which

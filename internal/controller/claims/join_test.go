@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -465,5 +466,54 @@ func TestJoinDistrustsAnotherTaintOnTheCanary(t *testing.T) {
 	}
 	if !slices.Contains(j.tolerated, round) {
 		t.Errorf("tolerated %v: the abandoned round's rule went, its taint may linger", j.tolerated)
+	}
+}
+
+// TestSimulationLostCanaryRule replays the seeds on which the
+// 100,000-seed run found a pool that never joined: a process that had
+// lost its lease started a round of its own and deleted the canary rule
+// of the leader's round (cleanup of every round but its own), so no
+// canary of the leader's round was refused again. Going on with such a
+// round (keepLostRound) each still fails; with the rule read after a
+// bound canary, and a new round when it is gone, none does.
+func TestSimulationLostCanaryRule(t *testing.T) {
+	replaySwitched(t, []uint64{49218, 52306}, protocolSwitches{keepLostRound: true})
+}
+
+// A process that lost its lease deleted the round's canary rule: the
+// bound canary ends the round, and the next round's canaries tolerate the
+// lost rule's taint (kube-scheduler may still hold it).
+func TestJoinLostCanaryRule(t *testing.T) {
+	ctx := context.Background()
+	e, j := joinEnv(t, interceptor.Funcs{})
+	e.clearRound(j)
+	lost := j.round.id
+	rule := &resourceapi.DeviceTaintRule{}
+	rule.Name = handover.CanaryRuleName(lost)
+	if err := e.c.Delete(ctx, rule); err != nil {
+		t.Fatal(err)
+	}
+	e.schedule(handover.CanaryPodName(lost, 0), "n1", "")
+	e.reconcileJoin(j)
+	if j.round != nil {
+		t.Fatalf("round %s goes on after its canary rule was deleted", j.round.id)
+	}
+	if !slices.Contains(j.tolerated, lost) {
+		t.Errorf("tolerated %v, want the lost round %s", j.tolerated, lost)
+	}
+	e.reconcileJoin(j)
+	if j.round == nil || j.round.id == lost {
+		t.Fatalf("no new round after the lost one")
+	}
+	var claim resourceapi.ResourceClaim
+	if err := e.c.Get(ctx, types.NamespacedName{Namespace: opsNS, Name: handover.CanaryPodName(j.round.id, handover.Clearance)}, &claim); err != nil {
+		t.Fatal(err)
+	}
+	tolerates := false
+	for _, tol := range claim.Spec.Devices.Requests[0].Exactly.Tolerations {
+		tolerates = tolerates || strings.Contains(tol.Value, lost) || strings.Contains(tol.Key, lost)
+	}
+	if !tolerates {
+		t.Errorf("the new round's clearance claim tolerates %+v, not the lost round %s", claim.Spec.Devices.Requests[0].Exactly.Tolerations, lost)
 	}
 }

@@ -146,6 +146,9 @@ type protocolSwitches struct {
 	// trustCache lets the engine use a rule the taint loop deleted or
 	// narrowed until the cache shows that (retiredRules; seed 11928).
 	trustCache bool
+	// keepLostRound goes on with a round whose canary rule another
+	// process deleted (seeds 49218, 52306: no canary is refused again).
+	keepLostRound bool
 }
 
 // termFence is what the loops use of the allocation fence

@@ -210,12 +210,7 @@ func TestSimulationGangsFindPartialPlacements(t *testing.T) {
 	opts := simFullOptions()
 	opts.gangs = true
 	for seed := uint64(1); seed <= 500; seed++ {
-		w := newSimWorld(seed, opts)
-		off := protocolSwitches{noUndo: true}
-		for _, op := range w.ops {
-			op.r.off = off
-		}
-		w.off = off
+		w := newSimWorld(seed, opts).switchOff(protocolSwitches{noUndo: true})
 		if v := w.run(); v != nil && strings.HasPrefix(v.what, "gang ") {
 			t.Logf("found at seed %d, step %d: %s", seed, v.step, v.what)
 			return

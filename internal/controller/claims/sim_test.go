@@ -196,11 +196,7 @@ func TestSimulationFindsEachProblem(t *testing.T) {
 						if p.steer != nil {
 							p.steer(&opts)
 						}
-						w := newSimWorld(uint64(seed), opts)
-						for _, op := range w.ops {
-							op.r.off = p.off
-						}
-						w.off = p.off
+						w := newSimWorld(uint64(seed), opts).switchOff(p.off)
 						if v := w.run(); v != nil && found.CompareAndSwap(0, seed) {
 							mu.Lock()
 							what = fmt.Sprintf("found at seed %d, step %d: %s", seed, v.step, v.what)

@@ -527,3 +527,13 @@ func (w *simWorld) reconcile(op *simOperator) bool {
 	}
 	return true
 }
+
+// switchOff turns parts of the protocol off in every operator of the
+// world, those started later too.
+func (w *simWorld) switchOff(off protocolSwitches) *simWorld {
+	for _, op := range w.ops {
+		op.r.off = off
+	}
+	w.off = off
+	return w
+}
