@@ -26,6 +26,7 @@ import (
 	"github.com/drastack/drastack/internal/allocator"
 	"github.com/drastack/drastack/internal/central"
 	"github.com/drastack/drastack/internal/claimpolicy"
+	"github.com/drastack/drastack/internal/handover"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/internal/pool"
 	"github.com/drastack/drastack/internal/webhookcert"
@@ -543,29 +544,48 @@ func clSuiteSpec() v1alpha1.ClaimsSpec {
 // kube-scheduler off every device of the drivers.
 func clWaitCentral(ctx context.Context, t *testing.T, c *cluster.Cluster, drivers ...string) {
 	t.Helper()
+	clWaitRules(ctx, t, c, "tainted", func(*resourceapi.DeviceTaintRule) bool { return true }, drivers)
+}
+
+// clWaitJoined waits until every pool rule of the operator for drivers
+// has joined the partition (the join barrier ran): from then on the
+// operator allocates their devices without waiting for the barrier.
+func clWaitJoined(ctx context.Context, t *testing.T, c *cluster.Cluster, drivers ...string) {
+	t.Helper()
+	clWaitRules(ctx, t, c, "joined", handover.Joined, drivers)
+}
+
+// clWaitRules waits until each of drivers has an operator rule of the
+// central taint and ready holds for all of them.
+func clWaitRules(ctx context.Context, t *testing.T, c *cluster.Cluster, what string, ready func(*resourceapi.DeviceTaintRule) bool, drivers []string) {
+	t.Helper()
 	begin := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, clTimeout, true, func(ctx context.Context) (bool, error) {
 		rules, err := c.Client.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil //nolint:nilerr // retried
 		}
-		covered := map[string]bool{}
-		for _, r := range rules.Items {
-			if central.Owned(&r) && r.Spec.DeviceSelector != nil && r.Spec.DeviceSelector.Driver != nil && r.Spec.Taint.Key == central.TaintKey {
+		covered, waiting := map[string]bool{}, map[string]bool{}
+		for i := range rules.Items {
+			r := &rules.Items[i]
+			if central.Owned(r) && r.Spec.DeviceSelector != nil && r.Spec.DeviceSelector.Driver != nil && r.Spec.Taint.Key == central.TaintKey {
 				covered[*r.Spec.DeviceSelector.Driver] = true
+				if !ready(r) {
+					waiting[*r.Spec.DeviceSelector.Driver] = true
+				}
 			}
 		}
 		for _, d := range drivers {
-			if !covered[d] {
+			if !covered[d] || waiting[d] {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("no DeviceTaintRule of the operator for every central driver %v: %v", drivers, err)
+		t.Fatalf("the operator's DeviceTaintRules of the central drivers %v are not all %s: %v", drivers, what, err)
 	}
-	t.Logf("timing: central devices tainted in %s", since(begin))
+	t.Logf("timing: central devices %s in %s", what, since(begin))
 }
 
 // clWaitEvent waits for an Event with reason on an object of kind whose

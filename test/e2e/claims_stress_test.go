@@ -481,6 +481,9 @@ func TestClaimsStress(t *testing.T) {
 			s.op = clStartOperator(ctx, t, c, stNamespace)
 			clWaitWebhook(ctx, t, c, stNamespace, "op-cel")
 			clWaitCentral(ctx, t, c, stDriver)
+			// The bursts measure allocation once the pools are the
+			// operator's: the join barrier at start is timed apart.
+			clWaitJoined(ctx, t, c, stDriver)
 			s.watch = startWatch(t, c)
 			return context.WithValue(ctx, stKey{}, s)
 		}).
