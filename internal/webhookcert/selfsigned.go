@@ -2,15 +2,8 @@ package webhookcert
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/url"
 	"slices"
@@ -26,6 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/drastack/drastack/internal/pki"
 )
 
 // SelfSignedWebhookConfigName names the MutatingWebhookConfiguration a
@@ -117,76 +112,21 @@ func NewServiceSelfSigned(service, namespace string, port int, extraHosts ...str
 }
 
 // newSelfSigned makes a CA and a certificate for hosts (IP addresses or
-// DNS names, the first one is the subject) valid from an hour ago (clock
-// skew) for validity.
+// DNS names, the first one is the subject) valid for validity.
 func newSelfSigned(hosts []string, validity time.Duration) (*SelfSigned, error) {
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("drastack webhook CA", validity)
 	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
+		return nil, err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "drastack webhook CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(validity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	certPEM, keyPEM, err := ca.Issue(pki.Leaf{CommonName: hosts[0], Hosts: hosts, Server: true, Validity: validity})
 	if err != nil {
-		return nil, fmt.Errorf("create CA certificate: %w", err)
+		return nil, err
 	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, fmt.Errorf("parse CA certificate: %w", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate serving key: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("create serving certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode serving key: %w", err)
-	}
-	cert, err := tls.X509KeyPair(
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("load serving key pair: %w", err)
 	}
-	return &SelfSigned{
-		CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		cert:     cert,
-	}, nil
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return big.NewInt(time.Now().UnixNano())
-	}
-	return n
+	return &SelfSigned{CABundle: ca.PEM, cert: cert}, nil
 }
 
 // TLSOption makes the webhook server present the serving certificate

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/drastack/drastack/internal/ociimage"
+	"github.com/drastack/drastack/internal/pki"
 )
 
 // realNodes is the state of a cluster's real nodes: what is set up
@@ -29,7 +30,7 @@ type realNodes struct {
 	binDir string
 	plans  []nodePlan
 	locks  []*slotLock
-	ca     *certAuthority
+	ca     *pki.CA
 	// pki holds the API server's files that the real nodes need it to
 	// use.
 	pki string
@@ -65,7 +66,7 @@ func (c *Cluster) prepareRealNodes() error {
 		}
 		r.plans = append(r.plans, p)
 	}
-	if r.ca, err = newCertAuthority("drastack-local-cluster"); err != nil {
+	if r.ca, err = pki.NewCA("drastack-local-cluster", certValidity); err != nil {
 		return err
 	}
 	return nil
@@ -151,23 +152,23 @@ func (r *realNodes) configureAPIServer(api *envtest.APIServer) error {
 	if len(r.plans) == 0 {
 		return nil
 	}
-	var ips []net.IP
-	ips = append(ips, net.ParseIP("127.0.0.1"), net.ParseIP(kubernetesServiceIP))
+	hosts := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "127.0.0.1", kubernetesServiceIP}
 	for _, p := range r.plans {
-		ips = append(ips, net.IP(p.HostIP.AsSlice()))
+		hosts = append(hosts, p.HostIP.String())
 	}
-	serving, servingKey, err := r.ca.issue(certRequest{
+	serving, servingKey, err := r.ca.Issue(pki.Leaf{
 		CommonName: "kube-apiserver",
-		DNSNames:   []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		IPs:        ips,
+		Hosts:      hosts,
 		Server:     true,
+		Validity:   certValidity,
 	})
 	if err != nil {
 		return err
 	}
-	kubeletClient, kubeletClientKey, err := r.ca.issue(certRequest{
+	kubeletClient, kubeletClientKey, err := r.ca.Issue(pki.Leaf{
 		CommonName:    "drastack:kube-apiserver-kubelet-client",
 		Organizations: []string{"system:masters"},
+		Validity:      certValidity,
 	})
 	if err != nil {
 		return err
@@ -184,7 +185,11 @@ func (r *realNodes) configureAPIServer(api *envtest.APIServer) error {
 		return err
 	}
 	saKey, saPub := filepath.Join(r.pki, "sa.key"), filepath.Join(r.pki, "sa.pub")
-	if err := writeKeyPair(saKey, saPub); err != nil {
+	saKeyPEM, saPubPEM, err := pki.KeyPair()
+	if err != nil {
+		return err
+	}
+	if err := writeFiles(map[string][]byte{saKey: saKeyPEM, saPub: saPubPEM}); err != nil {
 		return err
 	}
 	api.SecureServing.CA = r.ca.PEM

@@ -1,9 +1,6 @@
 package cluster
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -180,50 +177,5 @@ func TestForwarder(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", f.Addr(), time.Second); err == nil {
 		t.Error("still listening after close")
-	}
-}
-
-func TestCertAuthority(t *testing.T) {
-	ca, err := newCertAuthority("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.issue(certRequest{CommonName: "kube-apiserver", DNSNames: []string{"kubernetes.default.svc"},
-		IPs: []net.IP{net.ParseIP("10.0.0.1")}, Server: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.PEM)
-	for _, name := range []string{"10.0.0.1", "kubernetes.default.svc"} {
-		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: pool}); err != nil {
-			t.Errorf("serving certificate for %s: %v", name, err)
-		}
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "10.0.0.2", Roots: pool}); err == nil {
-		t.Error("the certificate names an address it was not issued for")
-	}
-	client, _, err := ca.issue(certRequest{CommonName: "c", Organizations: []string{"system:masters"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(client)
-	cleaf, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cleaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		t.Errorf("client certificate: %v", err)
-	}
-	if cleaf.Subject.Organization[0] != "system:masters" {
-		t.Errorf("client certificate groups %v", cleaf.Subject.Organization)
 	}
 }
