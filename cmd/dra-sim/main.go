@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/drastack/drastack/test/sim"
+	"github.com/drastack/drastack/internal/simdriver"
 )
 
 func main() {
@@ -38,7 +38,7 @@ func main() {
 func run() error {
 	fs := flag.NewFlagSet("dra-sim", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default $KUBECONFIG)")
-	inventory := fs.String("inventory", "", "inventory file (required), see test/sim/testdata/inventory.yaml")
+	inventory := fs.String("inventory", "", "inventory file (required), see internal/simdriver/testdata/inventory.yaml")
 	keep := fs.Bool("keep-slices", false, "leave the slices in place on exit instead of deleting them")
 	readyTimeout := fs.Duration("ready-timeout", 2*time.Minute, "how long to wait for the first publication")
 	klog.InitFlags(fs)
@@ -48,7 +48,7 @@ func run() error {
 	if *inventory == "" {
 		return fmt.Errorf("-inventory is required")
 	}
-	inv, err := sim.LoadInventory(*inventory)
+	inv, err := simdriver.LoadInventory(*inventory)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	s, err := sim.Start(ctx, sim.Options{Client: client, Inventory: inv, KeepSlicesOnStop: *keep})
+	s, err := simdriver.Start(ctx, simdriver.Options{Client: client, Inventory: inv, KeepSlicesOnStop: *keep})
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/drastack/drastack/internal/exampleplugin"
-	"github.com/drastack/drastack/test/sim"
+	"github.com/drastack/drastack/internal/simdriver"
 )
 
 func main() {
@@ -78,7 +78,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	partitions := env("DEVICE_PARTITIONS", sim.ProfileA100_40GB)
+	partitions := env("DEVICE_PARTITIONS", simdriver.ProfileA100_40GB)
 	if partitions == "none" {
 		partitions = ""
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/drastack/drastack/test/sim"
+	"github.com/drastack/drastack/internal/simdriver"
 )
 
 const driver = "gpu.example.com"
@@ -51,7 +51,7 @@ func TestConfigValidate(t *testing.T) {
 		{"unknown partitions", func(c *Config) { c.Partitions = "h100" }, "partitions \"h100\""},
 	}
 	for _, tt := range tests {
-		c := config(2, sim.ProfileA100_40GB)
+		c := config(2, simdriver.ProfileA100_40GB)
 		tt.change(&c)
 		err := c.Validate()
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
@@ -65,7 +65,7 @@ func TestNewInventory(t *testing.T) {
 	if whole.Pool != "node-a" || len(whole.Devices) != 3 {
 		t.Fatalf("whole GPUs: pool %s, %d devices", whole.Pool, len(whole.Devices))
 	}
-	parts := inventory(t, 2, sim.ProfileA100_40GB)
+	parts := inventory(t, 2, simdriver.ProfileA100_40GB)
 	// Each A100 40GB: the whole GPU and 25 MIG placements (KEP-4815 table).
 	if len(parts.Devices) != 2*26 {
 		t.Fatalf("partitioned: %d devices, want %d", len(parts.Devices), 2*26)
@@ -107,7 +107,7 @@ func result(request, drv, pool, device string) resourceapi.DeviceRequestAllocati
 }
 
 func TestPlanClaim(t *testing.T) {
-	inv := inventory(t, 2, sim.ProfileA100_40GB)
+	inv := inventory(t, 2, simdriver.ProfileA100_40GB)
 	tests := []struct {
 		name  string
 		claim *resourceapi.ResourceClaim
@@ -197,7 +197,7 @@ func TestCDISpec(t *testing.T) {
 func newTestDriver(t *testing.T) (*Driver, string, string) {
 	t.Helper()
 	cdi, data := t.TempDir(), t.TempDir()
-	return NewDriver(config(2, sim.ProfileA100_40GB), inventory(t, 2, sim.ProfileA100_40GB), cdi, data, nil, nil), cdi, data
+	return NewDriver(config(2, simdriver.ProfileA100_40GB), inventory(t, 2, simdriver.ProfileA100_40GB), cdi, data, nil, nil), cdi, data
 }
 
 func TestDriverPrepareUnprepare(t *testing.T) {

@@ -3,7 +3,7 @@
 // that a container can see. It publishes the devices of its node, GPUs
 // that kube-scheduler may hand out whole or as MIG-like partitions backed
 // by shared counters (the same device model as the simulated driver of
-// test/sim), and prepares a claim's devices through CDI: for each device
+// internal/simdriver), and prepares a claim's devices through CDI: for each device
 // an environment variable and a mounted file naming it, so that the
 // container can tell exactly which devices it got.
 //
@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/drastack/drastack/test/sim"
+	"github.com/drastack/drastack/internal/simdriver"
 )
 
 // Config is what the plugin is told by its environment.
@@ -55,8 +55,8 @@ func (c Config) Validate() error {
 	if c.GPUs < 1 || c.GPUs > maxGPUs {
 		errs = append(errs, fmt.Errorf("number of GPUs %d: must be 1 to %d", c.GPUs, maxGPUs))
 	}
-	if c.Partitions != "" && c.Partitions != sim.ProfileA100_40GB {
-		errs = append(errs, fmt.Errorf("partitions %q: the only profile table is %q (or empty for whole GPUs)", c.Partitions, sim.ProfileA100_40GB))
+	if c.Partitions != "" && c.Partitions != simdriver.ProfileA100_40GB {
+		errs = append(errs, fmt.Errorf("partitions %q: the only profile table is %q (or empty for whole GPUs)", c.Partitions, simdriver.ProfileA100_40GB))
 	}
 	return errors.Join(errs...)
 }
@@ -85,14 +85,14 @@ func NewInventory(c Config) (*Inventory, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	inv := &sim.Inventory{Drivers: []sim.DriverSpec{{
+	inv := &simdriver.Inventory{Drivers: []simdriver.DriverSpec{{
 		Name:    c.DriverName,
-		Devices: []sim.DeviceGroup{{Kind: sim.KindGPU, Count: c.GPUs, Model: c.Model, Partitions: c.Partitions}},
+		Devices: []simdriver.DeviceGroup{{Kind: simdriver.KindGPU, Count: c.GPUs, Model: c.Model, Partitions: c.Partitions}},
 	}}}
 	if err := inv.Validate(); err != nil {
 		return nil, err
 	}
-	pools, err := sim.Render(inv, c.NodeName, nil)
+	pools, err := simdriver.Render(inv, c.NodeName, nil)
 	if err != nil {
 		return nil, err
 	}

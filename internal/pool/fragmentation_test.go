@@ -11,15 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/drastack/drastack/test/sim"
+	"github.com/drastack/drastack/internal/simdriver"
 )
 
 // migPool is a node-local pool of two partitionable A100 40GB GPUs, as the
 // simulated driver publishes them (KEP-4815's profile table).
 func migPool(t *testing.T, taints ...resourceapi.DeviceTaint) *Pool {
 	t.Helper()
-	inv := &sim.Inventory{Drivers: []sim.DriverSpec{{Name: drv, Devices: []sim.DeviceGroup{{Kind: sim.KindGPU, Count: 2, Partitions: sim.ProfileA100_40GB}}}}}
-	pools, err := sim.Render(inv, "node-1", nil)
+	inv := &simdriver.Inventory{Drivers: []simdriver.DriverSpec{{Name: drv, Devices: []simdriver.DeviceGroup{{Kind: simdriver.KindGPU, Count: 2, Partitions: simdriver.ProfileA100_40GB}}}}}
+	pools, err := simdriver.Render(inv, "node-1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,8 @@ import (
 	claimsctrl "github.com/drastack/drastack/internal/controller/claims"
 	"github.com/drastack/drastack/internal/gang"
 	"github.com/drastack/drastack/internal/operator"
+	"github.com/drastack/drastack/internal/simdriver"
 	"github.com/drastack/drastack/test/cluster"
-	"github.com/drastack/drastack/test/sim"
 )
 
 // The gang suite (issue 27) on the real control plane: the same shapes of
@@ -268,8 +268,8 @@ func gnMIGChurn(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 // simulated driver's KEP-4815 table) as node-local slices of gnMIGNode.
 func gnMIGSlices(t *testing.T, driver string) []*resourceapi.ResourceSlice {
 	t.Helper()
-	inv := &sim.Inventory{Drivers: []sim.DriverSpec{{Name: driver, Devices: []sim.DeviceGroup{{Kind: sim.KindGPU, Count: 2, Partitions: sim.ProfileA100_40GB}}}}}
-	pools, err := sim.Render(inv, gnMIGNode, nil)
+	inv := &simdriver.Inventory{Drivers: []simdriver.DriverSpec{{Name: driver, Devices: []simdriver.DeviceGroup{{Kind: simdriver.KindGPU, Count: 2, Partitions: simdriver.ProfileA100_40GB}}}}}
+	pools, err := simdriver.Render(inv, gnMIGNode, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

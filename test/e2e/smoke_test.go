@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/drastack/drastack/internal/simdriver"
 	"github.com/drastack/drastack/test/cluster"
-	"github.com/drastack/drastack/test/sim"
 )
 
 const (
@@ -44,11 +44,11 @@ func TestSmoke(t *testing.T) {
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			createNamespace(ctx, t, c.Client, smokeNamespace)
-			inv, err := sim.LoadInventory("../sim/testdata/inventory.yaml")
+			inv, err := simdriver.LoadInventory("../sim/testdata/inventory.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := sim.Start(ctx, sim.Options{Client: c.Client, Inventory: inv})
+			s, err := simdriver.Start(ctx, simdriver.Options{Client: c.Client, Inventory: inv})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,8 +113,8 @@ func TestSmoke(t *testing.T) {
 		}).
 		Assess("every node has exactly the pools the inventory renders for it", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			s := ctx.Value(simKey{}).(*sim.Sim)
-			inv, err := sim.LoadInventory("../sim/testdata/inventory.yaml")
+			s := ctx.Value(simKey{}).(*simdriver.Sim)
+			inv, err := simdriver.LoadInventory("../sim/testdata/inventory.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestSmoke(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, node := range nodes.Items {
-				pools, err := sim.Render(inv, node.Name, node.Labels)
+				pools, err := simdriver.Render(inv, node.Name, node.Labels)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -256,7 +256,7 @@ func TestSmoke(t *testing.T) {
 		}).
 		Assess("a new node gets its pools, a broken one included, and loses them when deleted", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			s := ctx.Value(simKey{}).(*sim.Sim)
+			s := ctx.Value(simKey{}).(*simdriver.Sim)
 			const extra = "kwok-node-extra"
 			if err := c.AddNodes(ctx, cluster.NodeSpec{Name: extra, Labels: map[string]string{brokenLabel: "true"}}); err != nil {
 				t.Fatal(err)
@@ -285,7 +285,7 @@ func TestSmoke(t *testing.T) {
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
-			s, ok := ctx.Value(simKey{}).(*sim.Sim)
+			s, ok := ctx.Value(simKey{}).(*simdriver.Sim)
 			if !ok {
 				return ctx
 			}

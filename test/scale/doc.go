@@ -1,7 +1,7 @@
 // Package scale is the cluster-scale check of the pool controller and the
 // operator's central allocation, on the real local control plane (package
 // test/cluster): kwok nodes with slowed heartbeats, the simulated driver
-// (package test/sim) publishing a GPU driver with MIG-like partitions and a
+// (package internal/simdriver) publishing a GPU driver with MIG-like partitions and a
 // NIC driver on every node, multi-host domains from the operator's central
 // publisher, and the operator under its own ServiceAccount and RBAC.
 //

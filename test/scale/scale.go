@@ -28,8 +28,8 @@ import (
 	v1alpha1 "github.com/drastack/drastack/api/v1alpha1"
 	"github.com/drastack/drastack/internal/operator"
 	"github.com/drastack/drastack/internal/pool"
+	"github.com/drastack/drastack/internal/simdriver"
 	"github.com/drastack/drastack/test/cluster"
-	"github.com/drastack/drastack/test/sim"
 )
 
 // What the simulated cluster runs.
@@ -61,13 +61,13 @@ const (
 
 // Inventory is what the simulated driver publishes on every node: two
 // drivers, GPUs partitioned with shared counters and NICs.
-func Inventory() *sim.Inventory {
+func Inventory() *simdriver.Inventory {
 	sel := map[string]string{cluster.KwokTypeLabel: cluster.KwokTypeValue}
-	return &sim.Inventory{
-		Topology: sim.Topology{PCIeRoots: 2},
-		Drivers: []sim.DriverSpec{
-			{Name: GPUDriver, NodeSelector: sel, Devices: []sim.DeviceGroup{{Kind: sim.KindGPU, Count: 2, Model: "A100-SXM4-40GB", Partitions: sim.ProfileA100_40GB}}},
-			{Name: NICDriver, NodeSelector: sel, Devices: []sim.DeviceGroup{{Kind: sim.KindNIC, Count: 4, Bandwidth: "400G"}}},
+	return &simdriver.Inventory{
+		Topology: simdriver.Topology{PCIeRoots: 2},
+		Drivers: []simdriver.DriverSpec{
+			{Name: GPUDriver, NodeSelector: sel, Devices: []simdriver.DeviceGroup{{Kind: simdriver.KindGPU, Count: 2, Model: "A100-SXM4-40GB", Partitions: simdriver.ProfileA100_40GB}}},
+			{Name: NICDriver, NodeSelector: sel, Devices: []simdriver.DeviceGroup{{Kind: simdriver.KindNIC, Count: 4, Bandwidth: "400G"}}},
 		},
 	}
 }
@@ -408,7 +408,7 @@ type nodeLabels struct {
 // sim.Render of each node) that are not in the snapshot in full at their
 // expected generation, and the multi-host domains without a complete
 // pool.
-func (n *nodeLabels) unpublished(s *snapshot, inv *sim.Inventory, domains int) (int, error) {
+func (n *nodeLabels) unpublished(s *snapshot, inv *simdriver.Inventory, domains int) (int, error) {
 	type seen struct {
 		gen   int64
 		n     int
@@ -431,7 +431,7 @@ func (n *nodeLabels) unpublished(s *snapshot, inv *sim.Inventory, domains int) (
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for name, labels := range n.labels {
-		pools, err := sim.Render(inv, name, labels)
+		pools, err := simdriver.Render(inv, name, labels)
 		if err != nil {
 			return 0, err
 		}
@@ -581,7 +581,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	inv := Inventory()
 	stepStart := time.Now()
-	s, err := sim.Start(ctx, sim.Options{Client: cs, Inventory: inv, KeepSlicesOnStop: true, Workers: 64})
+	s, err := simdriver.Start(ctx, simdriver.Options{Client: cs, Inventory: inv, KeepSlicesOnStop: true, Workers: 64})
 	if err != nil {
 		return nil, err
 	}
@@ -1025,10 +1025,10 @@ func republish(ctx context.Context, cs kubernetes.Interface, nodes *nodeLabels, 
 	}
 	nodes.mu.Lock()
 	for _, n := range picked {
-		nodes.labels[n][sim.GenerationLabel] = "2"
+		nodes.labels[n][simdriver.GenerationLabel] = "2"
 	}
 	nodes.mu.Unlock()
-	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"2"}}}`, sim.GenerationLabel))
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"2"}}}`, simdriver.GenerationLabel))
 	err := parallel(ctx, 16, len(picked), func(ctx context.Context, i int) error {
 		if _, err := cs.CoreV1().Nodes().Patch(ctx, picked[i], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("label node %s: %w", picked[i], err)

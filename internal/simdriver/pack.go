@@ -1,4 +1,4 @@
-package sim
+package simdriver
 
 import (
 	resourceapi "k8s.io/api/resource/v1"

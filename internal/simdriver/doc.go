@@ -1,4 +1,4 @@
-// Package sim is a simulated DRA driver for nodes without hardware: it
+// Package simdriver is a simulated DRA driver for nodes without hardware: it
 // publishes node-local ResourceSlices for kwok nodes, as a kubelet plugin
 // would, from a small inventory file.
 //
@@ -13,4 +13,4 @@
 // Start runs the publisher: it watches Nodes and keeps their slices in
 // step through k8s.io/dynamic-resource-allocation/resourceslice, one
 // controller per node and driver with the Node as owner.
-package sim
+package simdriver
