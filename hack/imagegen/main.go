@@ -84,22 +84,10 @@ func run() error {
 			return err
 		}
 		file := filepath.Join(*out, path.Base(strings.SplitN(name, ":", 2)[0])+".tar")
-		if err := writeArchive(file, ociimage.Tagged{Ref: j.ref, Image: b}); err != nil {
+		if err := ociimage.WriteArchiveFile(file, ociimage.Tagged{Ref: j.ref, Image: b}); err != nil {
 			return err
 		}
 		fmt.Printf("%s %s@%s\n", file, j.ref, b.Manifest.Digest)
 	}
 	return nil
-}
-
-func writeArchive(file string, t ociimage.Tagged) error {
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if err := ociimage.WriteArchive(f, t); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -327,3 +327,31 @@ func TestFromDisk(t *testing.T) {
 		t.Error("a missing file: no error")
 	}
 }
+
+// WriteArchiveFile writes what WriteArchive writes, and leaves no file
+// behind when the archive is refused.
+func TestWriteArchiveFile(t *testing.T) {
+	b, err := Build(testImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := []Tagged{{Ref: "busybox:1", Image: b}}
+	path := filepath.Join(t.TempDir(), "image.tar")
+	if err := WriteArchiveFile(path, images...); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, archive(t, images...)) {
+		t.Error("the file differs from WriteArchive's archive")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.tar")
+	if err := WriteArchiveFile(bad, Tagged{Ref: "busybox"}); err == nil {
+		t.Error("an archive without a tag written")
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("a refused archive left %s: %v", bad, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -47,6 +48,23 @@ func NormaliseRef(ref string) (name, tag string, err error) {
 		return "", "", fmt.Errorf("image reference %q: has no tag", ref)
 	}
 	return named.String(), tagged.Tag(), nil
+}
+
+// WriteArchiveFile writes the images' archive (WriteArchive) to the file
+// at path, replacing it; nothing is left there on failure.
+func WriteArchiveFile(path string, images ...Tagged) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("image archive: %w", err)
+	}
+	err = WriteArchive(f, images...)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("image archive %s: %w", path, cerr)
+	}
+	if err != nil {
+		_ = os.Remove(path)
+	}
+	return err
 }
 
 // WriteArchive writes the images as one OCI image layout in a tar

@@ -130,12 +130,9 @@ func (n *RealNode) Import(ctx context.Context, images ...ociimage.Tagged) error 
 	if err != nil {
 		return fmt.Errorf("image archive for %s: %w", n.Name, err)
 	}
+	_ = f.Close()
 	defer os.Remove(f.Name())
-	if err := ociimage.WriteArchive(f, images...); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := ociimage.WriteArchiveFile(f.Name(), images...); err != nil {
 		return fmt.Errorf("image archive for %s: %w", n.Name, err)
 	}
 	return n.ImportArchive(ctx, f.Name())
