@@ -95,6 +95,10 @@ type ProcessUsage struct {
 	CPU time.Duration
 	// PeakRSS is the largest resident set sampled in the phase.
 	PeakRSS int64
+	// PeakAnon is the largest anonymous part of it sampled (RssAnon: the
+	// heap and stacks; the rest is the binary's pages, which a container's
+	// memory limit can reclaim rather than kill for).
+	PeakAnon int64
 }
 
 // monitor follows the CPU time and resident set of the operator process,
@@ -148,6 +152,9 @@ func (m *monitor) sample() {
 		}
 		u := m.cur[name]
 		u.PeakRSS = max(u.PeakRSS, rss)
+		if anon, err := procStatusField(pid, "RssAnon:"); err == nil {
+			u.PeakAnon = max(u.PeakAnon, anon)
+		}
 		m.cur[name] = u
 	}
 }

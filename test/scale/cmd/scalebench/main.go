@@ -197,14 +197,16 @@ func write(w io.Writer, r *scale.Report) {
 	}...)
 	if r.Usage.Measured {
 		var cpu, rss []string
+		var anon int64
 		for _, p := range r.Phases {
 			u := p.Processes[scale.Operator]
 			cpu = append(cpu, fmt.Sprintf("%.1f s", u.CPU.Seconds()))
-			rss = append(rss, mib(u.PeakRSS))
+			rss = append(rss, mib(u.PeakRSS)+" ("+mib(u.PeakAnon)+")")
+			anon = max(anon, u.PeakAnon)
 		}
 		rows = append(rows,
 			[2]string{"**operator CPU**: whole run (" + strings.Join(phaseNames(r), " / ") + ")", fmt.Sprintf("%.1f s (%s)", r.Usage.CPU.Seconds(), strings.Join(cpu, " / "))},
-			[2]string{"**operator peak RSS**: whole run (" + strings.Join(phaseNames(r), " / ") + ")", fmt.Sprintf("%s (%s)", mib(r.Usage.PeakRSS), strings.Join(rss, " / "))})
+			[2]string{"**operator peak RSS** (anonymous: heap and stacks): whole run; " + strings.Join(phaseNames(r), " / "), fmt.Sprintf("%s (%s); %s", mib(r.Usage.PeakRSS), mib(anon), strings.Join(rss, " / "))})
 	}
 	if m := r.Memory; m.Measured {
 		after := make([]string, len(m.Steps))
