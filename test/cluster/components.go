@@ -194,12 +194,28 @@ func (c *Cluster) waitHealthy(ctx context.Context, comp *component, port int) er
 // component binds it a moment later; on a test machine nothing else races
 // for it in that window often enough to matter.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts returns n distinct free ports of the loopback address. Each
+// listener stays open until all n are found: ports asked for one after
+// another, each closed at once, can come back twice (a replica's metrics
+// and webhook servers were once given the same port).
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // heartbeatDelay is the delay of the heartbeat stage in kwok-stages.yaml:

@@ -179,3 +179,18 @@ func TestForwarder(t *testing.T) {
 		t.Error("still listening after close")
 	}
 }
+
+// FreePorts never gives one port twice in a call.
+func TestFreePorts(t *testing.T) {
+	ports, err := FreePorts(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] || p <= 0 {
+			t.Fatalf("ports %v: %d twice or invalid", ports, p)
+		}
+		seen[p] = true
+	}
+}

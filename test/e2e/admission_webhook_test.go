@@ -138,14 +138,11 @@ func TestWebhookScopeUnderOLM(t *testing.T) {
 			s.restore = clApplyClaimsSpec(ctx, t, crc, v1alpha1.ClaimsSpec{Engine: v1alpha1.EngineNative, GatePods: ptr.To(true),
 				Central: []v1alpha1.CentralDevices{{Driver: olmDriver, Classes: []string{olmClass}}}})
 			clCreateTemplate(ctx, t, c, olmNamespace, "cel", nil, clCEL("true"), clClaimSpec(olmClass, 1, ""))
-			port, err := cluster.FreePort()
+			ports, err := cluster.FreePorts(2)
 			if err != nil {
 				t.Fatal(err)
 			}
-			probePort, err := cluster.FreePort()
-			if err != nil {
-				t.Fatal(err)
-			}
+			port, probePort := ports[0], ports[1]
 			s.probe = fmt.Sprintf("127.0.0.1:%d", probePort)
 			if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx,
 				olmWebhookConfiguration(t, fmt.Sprintf("https://127.0.0.1:%d", port)), metav1.CreateOptions{}); err != nil {

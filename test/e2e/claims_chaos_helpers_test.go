@@ -70,13 +70,9 @@ func chBuildManager(ctx context.Context, t *testing.T, dir string) string {
 // an endpoint whose readiness is its /readyz.
 func (s *chState) startReplica(t *testing.T) *chReplica {
 	t.Helper()
-	var ports [3]int
-	for i := range ports {
-		p, err := cluster.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = p
+	ports, err := cluster.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
 	}
 	webhook, health, metrics := ports[0], ports[1], ports[2]
 	s.replicaSeq++

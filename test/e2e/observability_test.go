@@ -117,14 +117,11 @@ func TestObservability(t *testing.T) {
 			}
 			createSlices(ctx, t, c, clNodeSlice(obsDriver, "kwok-node-0", 1, devices))
 
-			metricsPort, err := cluster.FreePort()
+			ports, err := cluster.FreePorts(2)
 			if err != nil {
 				t.Fatal(err)
 			}
-			webhookPort, err := cluster.FreePort()
-			if err != nil {
-				t.Fatal(err)
-			}
+			metricsPort, webhookPort := ports[0], ports[1]
 			metricsAddr := fmt.Sprintf("127.0.0.1:%d", metricsPort)
 			s.metricsURL = "https://" + metricsAddr + "/metrics"
 			s.promToken, s.otherToken = obsIdentities(ctx, t, c)

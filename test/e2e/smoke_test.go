@@ -44,7 +44,7 @@ func TestSmoke(t *testing.T) {
 		Setup(func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			createNamespace(ctx, t, c.Client, smokeNamespace)
-			inv, err := simdriver.LoadInventory("../sim/testdata/inventory.yaml")
+			inv, err := simdriver.LoadInventory("../../internal/simdriver/testdata/inventory.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestSmoke(t *testing.T) {
 		Assess("every node has exactly the pools the inventory renders for it", func(ctx context.Context, t *testing.T, _ *envconf.Config) context.Context {
 			c := mustCluster(ctx, t)
 			s := ctx.Value(simKey{}).(*simdriver.Sim)
-			inv, err := simdriver.LoadInventory("../sim/testdata/inventory.yaml")
+			inv, err := simdriver.LoadInventory("../../internal/simdriver/testdata/inventory.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
